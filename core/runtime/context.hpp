@@ -1,0 +1,58 @@
+// The internal layout of the opaque handles, and the helpers every C entry uses to validate them.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <unordered_set>
+
+#include "core/runtime/memory_pool.hpp"
+#include "core/runtime/thread_pool.hpp"
+#include "kernel_fusion/types.h"
+
+struct kf_context_t {
+  kf_device_type_t device_type = KF_DEVICE_CPU;
+  int32_t device_id = 0;
+  uint64_t memory_limit_bytes = 0;
+  int32_t priority_least = 0;     // numerically largest
+  int32_t priority_greatest = 0;  // numerically smallest
+  std::shared_ptr<kf::MemoryPool> pool;
+  std::unique_ptr<kf::ThreadPool> threads;  // CPU contexts only
+  kf_stream_t* default_stream = nullptr;    // owned; not in the handle registry's user-visible set
+
+  // Children still alive, destroyed with the context. Guarded by mutex.
+  mutable std::mutex mutex;
+  std::unordered_set<kf_stream_t*> streams;  // includes default_stream
+  std::unordered_set<kf_event_t*> events;
+  std::unordered_set<kf_tensor_t*> tensors;
+
+  bool is_cuda() const noexcept { return device_type == KF_DEVICE_CUDA; }
+};
+
+struct kf_stream_t {
+  kf_context_t* ctx = nullptr;
+  void* native = nullptr;  // cudaStream_t; nullptr on the CPU
+  bool owns_native = false;
+  int32_t priority = 0;
+};
+
+struct kf_event_t {
+  kf_context_t* ctx = nullptr;
+  void* native = nullptr;  // cudaEvent_t with timing; nullptr on the CPU
+  bool recorded = false;
+  std::chrono::steady_clock::time_point host_time{};  // CPU backend: when it was recorded
+};
+
+namespace kf {
+
+// Throws INVALID_HANDLE unless ctx is live.
+kf_context_t* checked_context(const kf_context_t* ctx, const char* param_name);
+// NULL -> the context's default stream; otherwise checks that s is live and belongs to ctx
+// (DEVICE_MISMATCH otherwise).
+kf_stream_t* resolve_stream(kf_context_t* ctx, kf_stream_t* s, const char* param_name);
+
+// Enqueues on `home` a wait for all work already enqueued on every stream of the context.
+void order_after_all_streams(kf_context_t* ctx, kf_stream_t* home);
+
+}  // namespace kf

@@ -1,0 +1,65 @@
+// Errors inside the library are C++ exceptions of type kf::Error; every exported function runs
+// its body through kf::api_call(), which turns them into a kf_result_t plus the thread-local
+// message, so nothing thrown ever crosses the C boundary.
+#pragma once
+
+#include <cstdarg>
+#include <exception>
+#include <new>
+#include <string>
+#include <utility>
+
+#include "kernel_fusion/types.h"
+
+namespace kf {
+
+class Error : public std::exception {
+ public:
+  Error(kf_result_t code, std::string message) : code_(code), message_(std::move(message)) {}
+  kf_result_t code() const noexcept { return code_; }
+  const char* what() const noexcept override { return message_.c_str(); }
+
+ private:
+  kf_result_t code_;
+  std::string message_;
+};
+
+// printf-style formatting into a std::string.
+std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+[[noreturn]] void fail(kf_result_t code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+
+void set_last_error(const char* message) noexcept;
+void clear_last_error() noexcept;
+
+// Runs an API body; returns KF_SUCCESS (and clears the message) or the error it raised.
+template <class Body>
+kf_result_t api_call(Body&& body) noexcept {
+  try {
+    body();
+    clear_last_error();
+    return KF_SUCCESS;
+  } catch (const Error& e) {
+    set_last_error(e.what());
+    return e.code();
+  } catch (const std::bad_alloc&) {
+    set_last_error("host memory allocation failed");
+    return KF_ERROR_OUT_OF_MEMORY;
+  } catch (const std::exception& e) {
+    set_last_error(e.what());
+    return KF_ERROR_INTERNAL;
+  } catch (...) {
+    set_last_error("unknown internal error");
+    return KF_ERROR_INTERNAL;
+  }
+}
+
+}  // namespace kf
+
+// Throws kf::Error(code, message) unless cond holds.
+#define KF_REQUIRE(cond, code, ...)    \
+  do {                                 \
+    if (!(cond)) ::kf::fail(code, __VA_ARGS__); \
+  } while (0)
+
+#define KF_REQUIRE_ARG(cond, ...) KF_REQUIRE(cond, KF_ERROR_INVALID_ARGUMENT, __VA_ARGS__)

@@ -1,0 +1,35 @@
+// Registry of live handles. A handle is valid only while it is registered under its kind, so a
+// destroyed or foreign pointer is rejected without ever being dereferenced.
+#pragma once
+
+#include <type_traits>
+
+#include "core/runtime/error.hpp"
+#include "kernel_fusion/types.h"
+
+namespace kf {
+
+enum class HandleKind : unsigned char { context, stream, event, tensor };
+
+const char* handle_kind_name(HandleKind kind) noexcept;
+
+void register_handle(const void* handle, HandleKind kind);
+void unregister_handle(const void* handle) noexcept;
+bool is_live_handle(const void* handle, HandleKind kind) noexcept;
+
+template <class T> struct HandleTraits;
+template <> struct HandleTraits<kf_context_t> { static constexpr HandleKind kind = HandleKind::context; };
+template <> struct HandleTraits<kf_stream_t> { static constexpr HandleKind kind = HandleKind::stream; };
+template <> struct HandleTraits<kf_event_t> { static constexpr HandleKind kind = HandleKind::event; };
+template <> struct HandleTraits<kf_tensor_t> { static constexpr HandleKind kind = HandleKind::tensor; };
+
+// Throws KF_ERROR_INVALID_HANDLE naming the parameter unless h is a live handle of T's kind.
+void check_handle(const void* handle, HandleKind kind, const char* param_name);
+
+template <class T>
+T* checked(T* handle, const char* param_name) {
+  check_handle(handle, HandleTraits<typename std::remove_const<T>::type>::kind, param_name);
+  return handle;
+}
+
+}  // namespace kf

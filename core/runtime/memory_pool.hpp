@@ -1,0 +1,33 @@
+// Per-context memory pools. The host pool caches 64-byte aligned blocks by size class; the device
+// pool is a CUDA stream-ordered memory pool (cudaMemPool_t). Both keep statistics and enforce the
+// context's limit on reserved bytes, failing with KF_ERROR_OUT_OF_MEMORY instead of growing.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "kernel_fusion/types.h"
+
+namespace kf {
+
+class MemoryPool {
+ public:
+  virtual ~MemoryPool() = default;
+  // Stream-ordered on native_stream (a cudaStream_t; ignored by the host pool). Throws kf::Error
+  // (KF_ERROR_OUT_OF_MEMORY with the requested size and the limit in the message) on failure.
+  virtual void* allocate(size_t bytes, void* native_stream) = 0;
+  virtual void deallocate(void* ptr, size_t bytes, void* native_stream) noexcept = 0;
+  virtual void stats(kf_memory_stats_t* out) const = 0;  // fills every field but struct_size
+  virtual void reset_peak() = 0;
+  virtual void trim(uint64_t keep_bytes) = 0;
+};
+
+std::shared_ptr<MemoryPool> make_host_pool(uint64_t limit_bytes);
+// Throws KF_ERROR_NOT_SUPPORTED in a CPU-only build.
+std::shared_ptr<MemoryPool> make_device_pool(int32_t device_id, uint64_t limit_bytes);
+
+// Alignment of every host pool block: a cache line, and enough for any vector load.
+constexpr size_t kHostAlignment = 64;
+
+}  // namespace kf

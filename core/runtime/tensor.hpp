@@ -1,0 +1,72 @@
+// Tensors: a descriptor (strides always explicit), a pointer to the first element and a shared
+// storage block that owns the memory (pool block or borrowed memory with its deleter).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "core/runtime/context.hpp"
+#include "kernel_fusion/types.h"
+
+namespace kf {
+
+// A block of memory shared by a tensor and its views (and DLPack exports). Its release function
+// runs exactly once, when the last owner lets go. It keeps the pool alive, never the context.
+struct Storage {
+  void* base = nullptr;
+  size_t bytes = 0;
+  kf_device_type_t device_type = KF_DEVICE_CPU;
+  int32_t device_id = 0;
+  std::function<void()> release;
+  Storage() = default;
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  ~Storage() {
+    if (release) release();
+  }
+};
+
+}  // namespace kf
+
+struct kf_tensor_t {
+  kf_context_t* ctx = nullptr;
+  kf_tensor_desc_t desc{};  // strides explicit, in elements
+  void* data = nullptr;     // first element
+  std::shared_ptr<kf::Storage> storage;
+  bool read_only = false;
+  void* ready_event = nullptr;  // cudaEvent_t recorded after allocation on the home stream, or nullptr
+  kf_stream_t* home = nullptr;  // stream the allocation is ordered on
+};
+
+namespace kf {
+
+size_t dtype_size(kf_dtype_t dtype) noexcept;  // 0 for an unknown dtype
+const char* dtype_name(kf_dtype_t dtype) noexcept;
+bool is_floating(kf_dtype_t dtype) noexcept;
+
+int64_t element_count(const kf_tensor_desc_t& desc) noexcept;
+bool is_contiguous(const kf_tensor_desc_t& desc) noexcept;  // strides explicit
+// "[3,4]" for messages.
+std::string shape_string(const kf_tensor_desc_t& desc);
+
+// Validates ndim, dims, dtype and strides; returns a copy with explicit strides. Throws
+// INVALID_ARGUMENT naming param_name. Sets *span_elements to 1 + the furthest element offset
+// (0 for an empty tensor); throws if the byte span overflows size_t.
+kf_tensor_desc_t normalize_desc(const kf_tensor_desc_t* desc, const char* param_name, int64_t* span_elements);
+
+// Throws INVALID_HANDLE unless t is live, and DEVICE_MISMATCH unless it belongs to ctx.
+const kf_tensor_t* checked_tensor(const kf_tensor_t* t, const kf_context_t* ctx, const char* param_name);
+// Same, and INVALID_ARGUMENT for read-only tensors or zero-stride dims larger than one.
+kf_tensor_t* checked_output(kf_tensor_t* t, const kf_context_t* ctx, const char* param_name);
+
+// Before a tensor is used on stream s: makes s wait for the tensor's allocation when s is not
+// its home stream. Cheap no-op on the CPU and on the home stream.
+void prepare_for_stream(const kf_tensor_t* t, kf_stream_t* s);
+
+// True when the byte ranges [first, last] spanned by two tensors intersect.
+bool may_overlap(const kf_tensor_t* x, const kf_tensor_t* y) noexcept;
+// True when x and y describe exactly the same elements (same data pointer, shape and strides).
+bool same_view(const kf_tensor_t* x, const kf_tensor_t* y) noexcept;
+
+}  // namespace kf
