@@ -35,6 +35,7 @@ struct kf_stream_t {
   void* native = nullptr;  // cudaStream_t; nullptr on the CPU
   bool owns_native = false;
   int32_t priority = 0;
+  void* order_event = nullptr;  // cudaEvent_t (no timing) for order_after_all_streams; owned
 };
 
 struct kf_event_t {
@@ -54,5 +55,14 @@ kf_stream_t* resolve_stream(kf_context_t* ctx, kf_stream_t* s, const char* param
 
 // Enqueues on `home` a wait for all work already enqueued on every stream of the context.
 void order_after_all_streams(kf_context_t* ctx, kf_stream_t* home);
+
+// Makes the context's device current on this thread (CUDA contexts; no-op on the CPU). Every
+// entry point that issues CUDA work calls it, since the calling thread may differ between calls.
+void activate(const kf_context_t* ctx);
+
+// Creates a stream object with its native stream (not registered, not in ctx->streams), and
+// frees one (destroying the native stream only when owned).
+kf_stream_t* new_stream(kf_context_t* ctx, int32_t priority, uint32_t flags);
+void delete_stream(kf_stream_t* s) noexcept;
 
 }  // namespace kf

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdarg>
+#include <cstring>
 #include <exception>
 #include <new>
 #include <string>
@@ -24,10 +25,22 @@ class Error : public std::exception {
   std::string message_;
 };
 
+// The integer value of an enum that came from a caller, read without loading it as the enum type:
+// a C caller may pass any int, and loading an out-of-range value as a C++ enum is undefined (and
+// trapped by UBSan). Validate with this before using the value as the enum.
+template <class E>
+int raw_enum(const E& value) noexcept {
+  static_assert(sizeof(E) == sizeof(int), "C enums are int-sized");
+  int v;
+  std::memcpy(&v, &value, sizeof(v));
+  return v;
+}
+
 // printf-style formatting into a std::string.
 std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
-[[noreturn]] void fail(kf_result_t code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+[[noreturn]] void fail(kf_result_t code, const char* fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 void set_last_error(const char* message) noexcept;
 void clear_last_error() noexcept;
@@ -57,8 +70,8 @@ kf_result_t api_call(Body&& body) noexcept {
 }  // namespace kf
 
 // Throws kf::Error(code, message) unless cond holds.
-#define KF_REQUIRE(cond, code, ...)    \
-  do {                                 \
+#define KF_REQUIRE(cond, code, ...)             \
+  do {                                          \
     if (!(cond)) ::kf::fail(code, __VA_ARGS__); \
   } while (0)
 

@@ -17,11 +17,24 @@ void register_handle(const void* handle, HandleKind kind);
 void unregister_handle(const void* handle) noexcept;
 bool is_live_handle(const void* handle, HandleKind kind) noexcept;
 
-template <class T> struct HandleTraits;
-template <> struct HandleTraits<kf_context_t> { static constexpr HandleKind kind = HandleKind::context; };
-template <> struct HandleTraits<kf_stream_t> { static constexpr HandleKind kind = HandleKind::stream; };
-template <> struct HandleTraits<kf_event_t> { static constexpr HandleKind kind = HandleKind::event; };
-template <> struct HandleTraits<kf_tensor_t> { static constexpr HandleKind kind = HandleKind::tensor; };
+template <class T>
+struct HandleTraits;
+template <>
+struct HandleTraits<kf_context_t> {
+  static constexpr HandleKind kind = HandleKind::context;
+};
+template <>
+struct HandleTraits<kf_stream_t> {
+  static constexpr HandleKind kind = HandleKind::stream;
+};
+template <>
+struct HandleTraits<kf_event_t> {
+  static constexpr HandleKind kind = HandleKind::event;
+};
+template <>
+struct HandleTraits<kf_tensor_t> {
+  static constexpr HandleKind kind = HandleKind::tensor;
+};
 
 // Throws KF_ERROR_INVALID_HANDLE naming the parameter unless h is a live handle of T's kind.
 void check_handle(const void* handle, HandleKind kind, const char* param_name);

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "core/runtime/context.hpp"
 #include "kernel_fusion/types.h"
@@ -19,6 +20,12 @@ struct Storage {
   kf_device_type_t device_type = KF_DEVICE_CPU;
   int32_t device_id = 0;
   std::function<void()> release;
+  // cudaEvent_t recorded after the allocation on the home stream; owned (destroyed by release).
+  void* ready_event = nullptr;
+  // cudaStream_t the release is ordered on. Set by the last tensor that lets go, after ordering
+  // that stream behind every stream of the context; nullptr when the last owner is not a tensor
+  // (e.g. a DLPack export), in which case the release waits for the device instead.
+  void* release_stream = nullptr;
   Storage() = default;
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -35,7 +42,8 @@ struct kf_tensor_t {
   void* data = nullptr;     // first element
   std::shared_ptr<kf::Storage> storage;
   bool read_only = false;
-  void* ready_event = nullptr;  // cudaEvent_t recorded after allocation on the home stream, or nullptr
+  void* ready_event =
+      nullptr;  // cudaEvent_t recorded after allocation on the home stream, or nullptr
   kf_stream_t* home = nullptr;  // stream the allocation is ordered on
 };
 
@@ -50,13 +58,30 @@ bool is_contiguous(const kf_tensor_desc_t& desc) noexcept;  // strides explicit
 // "[3,4]" for messages.
 std::string shape_string(const kf_tensor_desc_t& desc);
 
+// "[12,1]" for messages (the explicit strides).
+std::string strides_string(const kf_tensor_desc_t& desc);
+
 // Validates ndim, dims, dtype and strides; returns a copy with explicit strides. Throws
 // INVALID_ARGUMENT naming param_name. Sets *span_elements to 1 + the furthest element offset
 // (0 for an empty tensor); throws if the byte span overflows size_t.
-kf_tensor_desc_t normalize_desc(const kf_tensor_desc_t* desc, const char* param_name, int64_t* span_elements);
+kf_tensor_desc_t normalize_desc(const kf_tensor_desc_t* desc, const char* param_name,
+                                int64_t* span_elements);
 
-// Throws INVALID_HANDLE unless t is live, and DEVICE_MISMATCH unless it belongs to ctx.
-const kf_tensor_t* checked_tensor(const kf_tensor_t* t, const kf_context_t* ctx, const char* param_name);
+// Adds a new tensor to its context and the handle registry and returns it; on failure the
+// tensor is freed and the exception propagates.
+kf_tensor_t* adopt_tensor(std::unique_ptr<kf_tensor_t> t);
+// Frees a tensor object that is no longer registered. When it holds the last reference to its
+// storage, the release is ordered on its home stream after all work of every context stream.
+void delete_tensor(kf_tensor_t* t) noexcept;
+
+// Copies between a strided tensor layout and packed row-major host memory, both host-addressable.
+void strided_copy_host(const kf_tensor_desc_t& desc, void* strided, void* packed,
+                       bool to_packed) noexcept;
+
+// Throws INVALID_HANDLE unless t is live, and DEVICE_MISMATCH unless it belongs to ctx (no
+// context check when ctx is nullptr).
+const kf_tensor_t* checked_tensor(const kf_tensor_t* t, const kf_context_t* ctx,
+                                  const char* param_name);
 // Same, and INVALID_ARGUMENT for read-only tensors or zero-stride dims larger than one.
 kf_tensor_t* checked_output(kf_tensor_t* t, const kf_context_t* ctx, const char* param_name);
 

@@ -19,7 +19,8 @@ class ThreadPool {
   int32_t size() const noexcept;  // workers + the caller
   // body(begin, end) is called for disjoint ranges covering [0, count), each at least min_grain
   // long (except the last), from up to size() threads.
-  void parallel_for(int64_t count, int64_t min_grain, const std::function<void(int64_t, int64_t)>& body);
+  void parallel_for(int64_t count, int64_t min_grain,
+                    const std::function<void(int64_t, int64_t)>& body);
 
  private:
   struct Impl;

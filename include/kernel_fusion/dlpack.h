@@ -11,6 +11,7 @@
 #include "kernel_fusion/types.h"
 
 #ifndef DLPACK_DLPACK_H_
+/** @brief DLPack's own include guard: set here or by an upstream `dlpack.h`, whichever comes first. */
 #define DLPACK_DLPACK_H_
 
 #ifdef __cplusplus
@@ -132,6 +133,10 @@ KF_API kf_result_t kf_tensor_from_dlpack(kf_context_t* ctx, DLManagedTensorVersi
 
 /**
  * @brief Imports a legacy (unversioned) DLPack tensor; same contract as kf_tensor_from_dlpack().
+ * @param ctx Context on the tensor's device.
+ * @param managed The producer's tensor; owned by the new tensor on success.
+ * @param[out] out The imported tensor.
+ * @return The same codes as kf_tensor_from_dlpack() (except KF_ERROR_VERSION_MISMATCH).
  */
 KF_API kf_result_t kf_tensor_from_dlpack_legacy(kf_context_t* ctx, DLManagedTensor* managed,
                                                 kf_tensor_t** out);
@@ -141,6 +146,8 @@ KF_API kf_result_t kf_tensor_from_dlpack_legacy(kf_context_t* ctx, DLManagedTens
  *
  * The memory stays valid until the consumer calls the returned deleter, even if @p t is destroyed
  * first. Strides are always filled in.
+ * @param t Tensor to export.
+ * @param[out] out The DLPack tensor; the consumer calls its deleter once when done.
  * @retval KF_ERROR_INVALID_HANDLE @p t is not live.
  * @retval KF_ERROR_INVALID_ARGUMENT @p out is NULL.
  */
@@ -148,6 +155,9 @@ KF_API kf_result_t kf_tensor_to_dlpack(const kf_tensor_t* t, DLManagedTensorVers
 
 /**
  * @brief Exports a tensor as a legacy DLPack tensor; same contract as kf_tensor_to_dlpack().
+ * @param t Tensor to export.
+ * @param[out] out The legacy DLPack tensor; the consumer calls its deleter once when done.
+ * @return The same codes as kf_tensor_to_dlpack().
  */
 KF_API kf_result_t kf_tensor_to_dlpack_legacy(const kf_tensor_t* t, DLManagedTensor** out);
 

@@ -42,6 +42,14 @@ KF_API kf_result_t kf_fused_elementwise_add_activation(kf_context_t* ctx, const 
 /**
  * @brief out = act(a * b), with @p b broadcast onto @p a. Same rules and errors as
  *        kf_fused_elementwise_add_activation().
+ *
+ * @param ctx Context owning all tensors.
+ * @param a First operand; its shape is the output shape.
+ * @param b Second operand, broadcastable to @p a.
+ * @param out Result tensor, shape of @p a.
+ * @param act Activation applied to the product.
+ * @param s Stream, or NULL for the context's default stream.
+ * @return The same codes as kf_fused_elementwise_add_activation().
  */
 KF_API kf_result_t kf_fused_elementwise_mul_activation(kf_context_t* ctx, const kf_tensor_t* a,
                                                        const kf_tensor_t* b, kf_tensor_t* out,

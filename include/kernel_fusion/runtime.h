@@ -26,6 +26,7 @@ extern "C" {
 
 /**
  * @brief Names a result code.
+ * @param r Any value; unknown ones are accepted.
  * @return A static string such as "KF_ERROR_INVALID_HANDLE"; "KF_ERROR_UNKNOWN" for other values.
  */
 KF_API const char* kf_result_string(kf_result_t r);
@@ -37,7 +38,10 @@ KF_API const char* kf_result_string(kf_result_t r);
  */
 KF_API const char* kf_get_last_error_message(void);
 
-/** @brief The library's version as `major*10000 + minor*100 + patch`. */
+/**
+ * @brief The version of the loaded library (compare with #KF_VERSION of the headers).
+ * @return `major*10000 + minor*100 + patch`.
+ */
 KF_API uint32_t kf_get_version(void);
 
 /* ---------------------------------------------------------------- devices */
@@ -69,8 +73,8 @@ KF_API kf_result_t kf_get_device_properties(kf_device_type_t type, int32_t devic
  * @param[out] out The new context.
  * @retval KF_ERROR_INVALID_ARGUMENT @p out is NULL, or the config is malformed.
  * @retval KF_ERROR_VERSION_MISMATCH config->struct_size is smaller than any layout served.
- * @retval KF_ERROR_NO_DEVICE CUDA was asked for and no usable device exists.
- * @retval KF_ERROR_NOT_SUPPORTED CUDA was asked for in a CPU-only build.
+ * @retval KF_ERROR_NO_DEVICE CUDA was asked for and no usable device exists (no driver, no GPU,
+ *         or a CPU-only build).
  */
 KF_API kf_result_t kf_context_create(const kf_context_config_t* config, kf_context_t** out);
 
@@ -79,6 +83,7 @@ KF_API kf_result_t kf_context_create(const kf_context_config_t* config, kf_conte
  *
  * Streams, events and tensors still alive become invalid handles; borrowed memory deleters of
  * such tensors are called.
+ * @param ctx Context to destroy, or NULL.
  * @retval KF_ERROR_INVALID_HANDLE @p ctx is not a live context.
  */
 KF_API kf_result_t kf_context_destroy(kf_context_t* ctx);
@@ -95,6 +100,7 @@ KF_API kf_result_t kf_context_get_device(const kf_context_t* ctx, kf_device_type
 
 /**
  * @brief Waits until all work on every stream of the context has finished.
+ * @param ctx Context.
  * @retval KF_ERROR_INVALID_HANDLE @p ctx is not a live context.
  * @retval KF_ERROR_CUDA a kernel failed; the message names the CUDA error.
  */
@@ -121,6 +127,7 @@ KF_API kf_result_t kf_context_get_memory_stats(const kf_context_t* ctx, kf_memor
 
 /**
  * @brief Resets peak_in_use_bytes to the current in_use_bytes.
+ * @param ctx Context.
  * @retval KF_ERROR_INVALID_HANDLE @p ctx is not a live context.
  */
 KF_API kf_result_t kf_context_reset_peak_memory(kf_context_t* ctx);
@@ -128,6 +135,8 @@ KF_API kf_result_t kf_context_reset_peak_memory(kf_context_t* ctx);
 /**
  * @brief Returns cached, unused pool memory to the system until at most @p keep_bytes stay reserved
  *        beyond what is in use. Waits for pending frees.
+ * @param ctx Context.
+ * @param keep_bytes Cached bytes that may stay reserved; 0 releases everything unused.
  * @retval KF_ERROR_INVALID_HANDLE @p ctx is not a live context.
  */
 KF_API kf_result_t kf_context_trim_memory(kf_context_t* ctx, uint64_t keep_bytes);
@@ -159,6 +168,8 @@ KF_API kf_result_t kf_stream_wrap_native(kf_context_t* ctx, void* native_stream,
 
 /**
  * @brief The native handle of a stream (`cudaStream_t` on CUDA, NULL on the CPU).
+ * @param s Stream.
+ * @param[out] out The native handle.
  * @retval KF_ERROR_INVALID_HANDLE @p s is not a live stream.
  * @retval KF_ERROR_INVALID_ARGUMENT @p out is NULL.
  */
@@ -166,6 +177,8 @@ KF_API kf_result_t kf_stream_get_native(const kf_stream_t* s, void** out);
 
 /**
  * @brief The effective (clamped) priority of a stream.
+ * @param s Stream.
+ * @param[out] priority The priority the stream runs with.
  * @retval KF_ERROR_INVALID_HANDLE @p s is not a live stream.
  * @retval KF_ERROR_INVALID_ARGUMENT @p priority is NULL.
  */
@@ -173,12 +186,14 @@ KF_API kf_result_t kf_stream_get_priority(const kf_stream_t* s, int32_t* priorit
 
 /**
  * @brief Destroys a stream after its pending work is enqueued (not necessarily finished).
+ * @param s Stream to destroy.
  * @retval KF_ERROR_INVALID_HANDLE @p s is not a live stream.
  */
 KF_API kf_result_t kf_stream_destroy(kf_stream_t* s);
 
 /**
  * @brief Blocks until all work on the stream has finished.
+ * @param s Stream.
  * @retval KF_ERROR_INVALID_HANDLE @p s is not a live stream.
  * @retval KF_ERROR_CUDA a kernel failed.
  */
@@ -186,6 +201,8 @@ KF_API kf_result_t kf_stream_synchronize(kf_stream_t* s);
 
 /**
  * @brief Makes future work on @p s wait until @p e has completed (no host blocking).
+ * @param s Stream that waits.
+ * @param e Event waited for; an event never recorded is already complete.
  * @retval KF_ERROR_INVALID_HANDLE @p s or @p e is not live.
  * @retval KF_ERROR_DEVICE_MISMATCH they belong to different contexts.
  */
@@ -195,6 +212,8 @@ KF_API kf_result_t kf_stream_wait_event(kf_stream_t* s, kf_event_t* e);
 
 /**
  * @brief Creates an event that can time work.
+ * @param ctx Context.
+ * @param[out] out The new event.
  * @retval KF_ERROR_INVALID_HANDLE @p ctx is not a live context.
  * @retval KF_ERROR_INVALID_ARGUMENT @p out is NULL.
  */
@@ -202,6 +221,8 @@ KF_API kf_result_t kf_event_create(kf_context_t* ctx, kf_event_t** out);
 
 /**
  * @brief Records the event at the current end of a stream (NULL: the default stream).
+ * @param e Event.
+ * @param s Stream of the event's context, or NULL for the default stream.
  * @retval KF_ERROR_INVALID_HANDLE @p e or @p s is not live.
  * @retval KF_ERROR_DEVICE_MISMATCH they belong to different contexts.
  */
@@ -209,6 +230,7 @@ KF_API kf_result_t kf_event_record(kf_event_t* e, kf_stream_t* s);
 
 /**
  * @brief Blocks until the work before the event's last record has finished.
+ * @param e Event.
  * @retval KF_ERROR_INVALID_HANDLE @p e is not live.
  */
 KF_API kf_result_t kf_event_synchronize(kf_event_t* e);
@@ -224,6 +246,9 @@ KF_API kf_result_t kf_event_query(kf_event_t* e, int32_t* complete);
 
 /**
  * @brief Milliseconds between two completed, recorded events.
+ * @param start Event recorded first.
+ * @param end Event recorded later.
+ * @param[out] ms Elapsed time in milliseconds.
  * @retval KF_ERROR_INVALID_HANDLE an event is not live.
  * @retval KF_ERROR_INVALID_ARGUMENT @p ms is NULL, or an event was never recorded.
  * @retval KF_ERROR_DEVICE_MISMATCH the events belong to different contexts.
@@ -232,6 +257,7 @@ KF_API kf_result_t kf_event_elapsed_ms(kf_event_t* start, kf_event_t* end, float
 
 /**
  * @brief Destroys an event.
+ * @param e Event to destroy.
  * @retval KF_ERROR_INVALID_HANDLE @p e is not live.
  */
 KF_API kf_result_t kf_event_destroy(kf_event_t* e);
@@ -242,6 +268,9 @@ KF_API kf_result_t kf_event_destroy(kf_event_t* e);
  * @brief Allocates a tensor from the context's pool (home stream: the default stream).
  *
  * Non-zero strides allocate enough memory for the furthest element they reach.
+ * @param ctx Context whose pool provides the memory.
+ * @param desc Shape, strides (all zero: contiguous row-major) and dtype.
+ * @param[out] out The new tensor; its contents are uninitialised.
  * @retval KF_ERROR_INVALID_HANDLE @p ctx is not live.
  * @retval KF_ERROR_INVALID_ARGUMENT @p desc or @p out is NULL; ndim outside 0..8; a negative
  *         dimension or stride; an unknown dtype; a byte size that overflows.
@@ -251,6 +280,12 @@ KF_API kf_result_t kf_tensor_create(kf_context_t* ctx, const kf_tensor_desc_t* d
 
 /**
  * @brief Like kf_tensor_create(), with allocation (and later release) ordered on stream @p s.
+ * @param ctx Context whose pool provides the memory.
+ * @param desc Shape, strides (all zero: contiguous row-major) and dtype.
+ * @param s Home stream of the tensor, or NULL for the default stream.
+ * @param[out] out The new tensor; its contents are uninitialised.
+ * @return The same codes as kf_tensor_create(); KF_ERROR_INVALID_HANDLE also for a stream that
+ *         is not live, KF_ERROR_DEVICE_MISMATCH for a stream of another context.
  */
 KF_API kf_result_t kf_tensor_create_async(kf_context_t* ctx, const kf_tensor_desc_t* desc,
                                           kf_stream_t* s, kf_tensor_t** out);
@@ -288,12 +323,15 @@ KF_API kf_result_t kf_tensor_create_view(const kf_tensor_t* base, const kf_tenso
 
 /**
  * @brief Destroys a tensor; its memory returns to the pool (or its deleter runs) once no view uses it.
+ * @param t Tensor to destroy, or NULL.
  * @retval KF_ERROR_INVALID_HANDLE @p t is not a live tensor. NULL is a no-op.
  */
 KF_API kf_result_t kf_tensor_destroy(kf_tensor_t* t);
 
 /**
  * @brief Reads a tensor's descriptor; strides are always filled in (never all zero for ndim > 0).
+ * @param t Tensor.
+ * @param[out] out The descriptor.
  * @retval KF_ERROR_INVALID_HANDLE @p t is not live.
  * @retval KF_ERROR_INVALID_ARGUMENT @p out is NULL.
  */
@@ -301,6 +339,8 @@ KF_API kf_result_t kf_tensor_get_desc(const kf_tensor_t* t, kf_tensor_desc_t* ou
 
 /**
  * @brief The address of the tensor's first element (device or host memory).
+ * @param t Tensor.
+ * @param[out] out The address.
  * @retval KF_ERROR_INVALID_HANDLE @p t is not live.
  * @retval KF_ERROR_INVALID_ARGUMENT @p out is NULL.
  */
@@ -308,12 +348,17 @@ KF_API kf_result_t kf_tensor_get_data(const kf_tensor_t* t, void** out);
 
 /**
  * @brief The device holding a tensor's memory.
+ * @param t Tensor.
+ * @param[out] type Device type (may be NULL).
+ * @param[out] device_id Device ordinal (may be NULL).
  * @retval KF_ERROR_INVALID_HANDLE @p t is not live.
  */
 KF_API kf_result_t kf_tensor_get_device(const kf_tensor_t* t, kf_device_type_t* type, int32_t* device_id);
 
 /**
  * @brief The context a tensor belongs to.
+ * @param t Tensor.
+ * @param[out] out The context (not a new reference: do not destroy it on the tensor's behalf).
  * @retval KF_ERROR_INVALID_HANDLE @p t is not live.
  * @retval KF_ERROR_INVALID_ARGUMENT @p out is NULL.
  */
@@ -322,7 +367,11 @@ KF_API kf_result_t kf_tensor_get_context(const kf_tensor_t* t, kf_context_t** ou
 /**
  * @brief Copies packed row-major host data into a tensor (which may be strided), ordered on
  *        @p s (NULL: default stream). Blocks the host until the copy has finished.
+ * @param dst Destination tensor; must be writable.
+ * @param src Host memory holding the elements in row-major order.
  * @param bytes Must equal the element count times the element size.
+ * @param s Stream of the tensor's context, or NULL for the default stream.
+ * @retval KF_ERROR_INVALID_HANDLE @p dst or @p s is not live.
  * @retval KF_ERROR_INVALID_ARGUMENT @p src is NULL with a non-zero size, or @p bytes does not match.
  */
 KF_API kf_result_t kf_tensor_copy_from_host(kf_tensor_t* dst, const void* src, size_t bytes, kf_stream_t* s);
@@ -330,13 +379,19 @@ KF_API kf_result_t kf_tensor_copy_from_host(kf_tensor_t* dst, const void* src, s
 /**
  * @brief Copies a tensor (which may be strided) into packed row-major host memory, ordered on
  *        @p s (NULL: default stream). Blocks the host until the copy has finished.
+ * @param src Source tensor.
+ * @param dst Host memory receiving the elements in row-major order.
  * @param bytes Must equal the element count times the element size.
+ * @param s Stream of the tensor's context, or NULL for the default stream.
+ * @retval KF_ERROR_INVALID_HANDLE @p src or @p s is not live.
  * @retval KF_ERROR_INVALID_ARGUMENT @p dst is NULL with a non-zero size, or @p bytes does not match.
  */
 KF_API kf_result_t kf_tensor_copy_to_host(const kf_tensor_t* src, void* dst, size_t bytes, kf_stream_t* s);
 
 /**
- * @brief The size of one element of @p dtype in bytes, or 0 for an unknown dtype.
+ * @brief The size of one element of a dtype.
+ * @param dtype Element type.
+ * @return Bytes per element, or 0 for an unknown dtype (no error message is set).
  */
 KF_API size_t kf_dtype_size(kf_dtype_t dtype);
 

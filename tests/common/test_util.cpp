@@ -5,13 +5,16 @@
 
 namespace kf_test {
 
-kf_device_type_t device_under_test() {
-#if defined(KF_TEST_CUDA)
-  return KF_DEVICE_CUDA;
-#else
-  return KF_DEVICE_CPU;
-#endif
+namespace {
+kf_device_type_t& selected_device() {
+  static kf_device_type_t device = KF_DEVICE_CPU;
+  return device;
 }
+}  // namespace
+
+void detail::select_device_under_test(kf_device_type_t type) { selected_device() = type; }
+
+kf_device_type_t device_under_test() { return selected_device(); }
 
 bool device_available() {
   if (device_under_test() == KF_DEVICE_CPU) return true;

@@ -16,12 +16,24 @@ namespace kf_test {
 
 // The device this binary tests: CUDA when built with KF_TEST_CUDA, else the CPU.
 kf_device_type_t device_under_test();
+
+namespace detail {
+void select_device_under_test(kf_device_type_t type);
+#if defined(KF_TEST_CUDA)
+// test_util.cpp is compiled once (into kf_test_common, without KF_TEST_CUDA), so a CUDA test
+// binary announces its device from its own sources, before main.
+struct SelectCudaUnderTest {
+  SelectCudaUnderTest() { select_device_under_test(KF_DEVICE_CUDA); }
+};
+inline SelectCudaUnderTest select_cuda_under_test;
+#endif
+}  // namespace detail
 // True when the device under test can be used (always for the CPU).
 bool device_available();
 
 // Skips the current test (reported as skipped by CTest) when the device is missing.
-#define KF_REQUIRE_DEVICE()                                                     \
-  do {                                                                          \
+#define KF_REQUIRE_DEVICE()                                                       \
+  do {                                                                            \
     if (!::kf_test::device_available()) GTEST_SKIP() << "no CUDA device present"; \
   } while (0)
 
@@ -32,11 +44,13 @@ bool device_available();
     ASSERT_EQ(kf_r_, KF_SUCCESS) << #expr << ": " << kf_result_string(kf_r_) << ": " \
                                  << kf_get_last_error_message();                     \
   } while (0)
-#define KF_EXPECT_ERR(expr, code)                                                     \
-  do {                                                                                \
-    kf_result_t kf_r_ = (expr);                                                       \
-    EXPECT_EQ(kf_r_, code) << #expr << " returned " << kf_result_string(kf_r_);       \
-    if (kf_r_ != KF_SUCCESS) EXPECT_STRNE(kf_get_last_error_message(), "") << #expr;  \
+#define KF_EXPECT_ERR(expr, code)                                               \
+  do {                                                                          \
+    kf_result_t kf_r_ = (expr);                                                 \
+    EXPECT_EQ(kf_r_, code) << #expr << " returned " << kf_result_string(kf_r_); \
+    if (kf_r_ != KF_SUCCESS) {                                                  \
+      EXPECT_STRNE(kf_get_last_error_message(), "") << #expr;                   \
+    }                                                                           \
   } while (0)
 
 // A context on the device under test; destroyed at scope exit.
@@ -61,7 +75,8 @@ struct Tensor {
   operator kf_tensor_t*() const { return t; }
 };
 
-kf_tensor_desc_t make_desc(kf_dtype_t dtype, std::vector<int64_t> shape, std::vector<int64_t> strides = {});
+kf_tensor_desc_t make_desc(kf_dtype_t dtype, std::vector<int64_t> shape,
+                           std::vector<int64_t> strides = {});
 int64_t numel(const std::vector<int64_t>& shape);
 
 // Creates a tensor (asserting success).

@@ -1,0 +1,277 @@
+#include "bench/cases.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "bench/handles.hpp"
+
+namespace kf_bench {
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+constexpr int64_t kLargeHidden = 4096;
+constexpr size_t kSpotCheckSamples = 4096;
+constexpr double kSetBudgetBytes = 2.0 * 1024 * kMiB;
+
+using OpFunction = kf_result_t (*)(kf_context_t*, const kf_tensor_t*, const kf_tensor_t*,
+                                   kf_tensor_t*, kf_activation_t, kf_stream_t*);
+
+OpFunction op_function(Op op) {
+  return op == Op::kAdd ? kf_fused_elementwise_add_activation : kf_fused_elementwise_mul_activation;
+}
+
+double combine(Op op, double a, double b) { return op == Op::kAdd ? a + b : a * b; }
+
+int64_t element_count(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t extent : shape) n *= extent;
+  return n;
+}
+
+Tensor make_tensor(kf_context_t* ctx, kf_dtype_t dtype, const std::vector<int64_t>& shape) {
+  kf_tensor_desc_t desc{};
+  desc.ndim = static_cast<int32_t>(shape.size());
+  desc.dtype = dtype;
+  for (size_t i = 0; i < shape.size(); ++i) desc.shape[i] = shape[i];
+  Tensor t;
+  check(kf_tensor_create(ctx, &desc, t.out()), "kf_tensor_create");
+  return t;
+}
+
+void upload(kf_tensor_t* t, const std::vector<unsigned char>& packed, kf_stream_t* stream) {
+  check(kf_tensor_copy_from_host(t, packed.data(), packed.size(), stream),
+        "kf_tensor_copy_from_host");
+}
+
+// One set of buffers; the timed runs rotate through several when one set would fit in L2.
+struct BufferSet {
+  Tensor a, b, out, tmp;
+};
+
+// The inputs of one dtype and shape: host copies (for the reference) and the device buffers.
+struct ShapeData {
+  std::vector<unsigned char> a, b, bias;
+  std::vector<BufferSet> sets;
+  Tensor bias_tensor;  // [hidden], shared by all sets, as a layer's bias is
+  Tensor one;          // [1] holding 1: the unfused activation pass multiplies by it
+};
+
+// Compares about kSpotCheckSamples elements of the output (the last one included) with the
+// float64 reference. Returns "ok" or a description of the first mismatch.
+std::string spot_check(const CaseResult& r, const ShapeData& data, kf_tensor_t* out,
+                       kf_stream_t* stream, std::vector<unsigned char>* scratch) {
+  const size_t count = static_cast<size_t>(element_count(r.shape));
+  scratch->resize(count * kf_dtype_size(r.dtype));
+  check(kf_tensor_copy_to_host(out, scratch->data(), scratch->size(), stream),
+        "kf_tensor_copy_to_host");
+  const size_t hidden = static_cast<size_t>(r.shape.back());
+  const size_t step = std::max<size_t>(1, count / kSpotCheckSamples);
+  const double tol = tolerance(r.dtype);
+  auto mismatch_at = [&](size_t i) -> std::string {
+    const double a = element_at(data.a, r.dtype, i);
+    const double b =
+        r.is_bias() ? element_at(data.bias, r.dtype, i % hidden) : element_at(data.b, r.dtype, i);
+    const double want = reference_activation(r.act, combine(r.op, a, b));
+    const double got = element_at(*scratch, r.dtype, i);
+    const double error = std::fabs(got - want) / std::max(1.0, std::fabs(want));
+    if (error <= tol) return "";  // NaN fails here too
+    char text[160];
+    std::snprintf(text, sizeof text, "MISMATCH out[%zu] = %.6g, float64 reference %.6g", i, got,
+                  want);
+    return text;
+  };
+  for (size_t i = 0; i < count; i += step) {
+    std::string problem = mismatch_at(i);
+    if (!problem.empty()) return problem;
+  }
+  std::string problem = mismatch_at(count - 1);
+  if (!problem.empty()) return problem;
+  return "ok";
+}
+
+}  // namespace
+
+CaseRunner::CaseRunner(const Options& options, kf_context_t* ctx, kf_stream_t* stream,
+                       kf_device_type_t device, uint64_t cache_bytes)
+    : options_(options),
+      ctx_(ctx),
+      stream_(stream),
+      cache_bytes_(cache_bytes),
+      timer_(ctx, stream, device, options.iters) {}
+
+std::vector<CaseRunner::ShapeSpec> CaseRunner::shapes_for(kf_dtype_t dtype) const {
+  std::vector<ShapeSpec> shapes;
+  for (const std::string& size : options_.sizes) {
+    if (size == "large") {
+      const double row_bytes =
+          static_cast<double>(kLargeHidden * static_cast<int64_t>(kf_dtype_size(dtype)));
+      const int64_t rows =
+          std::max<int64_t>(1, static_cast<int64_t>(options_.large_mib * kMiB / row_bytes));
+      shapes.push_back({"large", {rows, kLargeHidden}});
+    } else if (options_.quick) {
+      shapes.push_back({"odd", {3, 17, 129}});  // odd extents catch tail handling
+    } else {
+      shapes.push_back({"seed", {2048, 2048}});
+      shapes.push_back({"seed", {32, 512, 768}});
+    }
+  }
+  return shapes;
+}
+
+std::vector<CaseResult> CaseRunner::run_all(
+    const std::function<void(const CaseResult&)>& on_result) {
+  std::vector<CaseResult> results;
+  for (kf_dtype_t dtype : options_.dtypes) {
+    for (const ShapeSpec& spec : shapes_for(dtype)) run_shape(dtype, spec, on_result, &results);
+  }
+  return results;
+}
+
+void CaseRunner::run_shape(kf_dtype_t dtype, const ShapeSpec& spec,
+                           const std::function<void(const CaseResult&)>& on_result,
+                           std::vector<CaseResult>* results) {
+  const int64_t count = element_count(spec.shape);
+  const int64_t hidden = spec.shape.back();
+  const double element_size = static_cast<double>(kf_dtype_size(dtype));
+
+  // The cases of this shape, all measured on the same data.
+  std::vector<CaseResult> cases;
+  auto add_case = [&](Op op, kf_activation_t act, std::vector<int64_t> b_shape, int64_t b_count) {
+    CaseResult r;
+    r.op = op;
+    r.act = act;
+    r.dtype = dtype;
+    r.shape = spec.shape;
+    r.b_shape = std::move(b_shape);
+    r.size_class = spec.size_class;
+    r.bytes = element_size * static_cast<double>(2 * count + b_count);
+    cases.push_back(r);
+  };
+  for (Op op : options_.ops) {
+    for (kf_activation_t act : options_.acts) add_case(op, act, spec.shape, count);
+  }
+  if (options_.bias_cases) {
+    for (kf_activation_t act : options_.acts) add_case(Op::kAdd, act, {hidden}, hidden);
+  }
+
+  // Enough buffer sets that one pass over them is at least 4x the cache, within a memory
+  // budget (each set also holds the unfused temporary).
+  const double set_bytes = 3.0 * element_size * static_cast<double>(count);
+  const int max_sets =
+      options_.quick
+          ? 2
+          : std::clamp(static_cast<int>(kSetBudgetBytes / (4.0 / 3.0 * set_bytes)), 1, 16);
+  const int sets =
+      std::clamp(static_cast<int>(std::ceil(4.0 * static_cast<double>(cache_bytes_) / set_bytes)),
+                 1, max_sets);
+
+  ShapeData data;
+  try {
+    const uint64_t seed = 1000 * static_cast<uint64_t>(dtype) + static_cast<uint64_t>(count);
+    data.a = random_elements(dtype, static_cast<size_t>(count), seed + 1);
+    data.b = random_elements(dtype, static_cast<size_t>(count), seed + 2);
+    data.bias = random_elements(dtype, static_cast<size_t>(hidden), seed + 3);
+    for (int s = 0; s < sets; ++s) {
+      BufferSet set;
+      set.a = make_tensor(ctx_, dtype, spec.shape);
+      set.b = make_tensor(ctx_, dtype, spec.shape);
+      set.out = make_tensor(ctx_, dtype, spec.shape);
+      set.tmp = make_tensor(ctx_, dtype, spec.shape);
+      upload(set.a.get(), data.a, stream_);
+      upload(set.b.get(), data.b, stream_);
+      data.sets.push_back(std::move(set));
+    }
+    data.bias_tensor = make_tensor(ctx_, dtype, {hidden});
+    upload(data.bias_tensor.get(), data.bias, stream_);
+    data.one = make_tensor(ctx_, dtype, {1});
+    upload(data.one.get(), filled_elements(dtype, 1, 1.0), stream_);
+  } catch (const Failure& e) {
+    for (CaseResult& r : cases) {
+      r.failed = true;
+      r.check = std::string("setup failed: ") + e.what();
+      on_result(r);
+      results->push_back(r);
+    }
+    return;
+  }
+
+  std::vector<unsigned char> scratch;
+  for (CaseResult& r : cases) {
+    r.buffer_sets = sets;
+    const OpFunction op = op_function(r.op);
+    const kf_activation_t act = r.act;
+    const bool bias = r.is_bias();
+    auto set_for = [&](int run) -> const BufferSet& {
+      return data.sets[static_cast<size_t>(run % sets)];
+    };
+    auto fused = [&](int run) {
+      const BufferSet& set = set_for(run);
+      check(op(ctx_, set.a.get(), bias ? data.bias_tensor.get() : set.b.get(), set.out.get(), act,
+               stream_),
+            "fused op");
+    };
+    // The same work as two library calls: the op into a temporary, then the activation alone.
+    auto unfused = [&](int run) {
+      const BufferSet& set = set_for(run);
+      check(op(ctx_, set.a.get(), bias ? data.bias_tensor.get() : set.b.get(), set.tmp.get(),
+               KF_ACTIVATION_NONE, stream_),
+            "unfused op");
+      check(kf_fused_elementwise_mul_activation(ctx_, set.tmp.get(), data.one.get(), set.out.get(),
+                                                act, stream_),
+            "unfused activation");
+    };
+    // Every set runs at least once before timing: first touches of fresh memory stay out.
+    const int warmup = std::max(options_.warmup, sets);
+    try {
+      r.fused_us = median(timer_.time_runs(warmup, options_.iters, fused));
+      if (options_.check) {
+        r.check = spot_check(r, data, data.sets[0].out.get(), stream_, &scratch);
+        r.failed = r.check != "ok";
+      }
+      r.unfused_us = median(timer_.time_runs(warmup, options_.iters, unfused));
+    } catch (const Failure& e) {
+      r.failed = true;
+      r.check = std::string("error: ") + e.what();
+      kf_stream_synchronize(stream_);  // drain what was enqueued; its own error adds nothing
+    }
+    on_result(r);
+    results->push_back(r);
+  }
+}
+
+HostCostResult CaseRunner::run_host_cost() {
+  HostCostResult result;
+  result.calls = options_.host_calls;
+  result.elements = 256;
+  result.sync_every = 1000;
+  try {
+    const std::vector<int64_t> shape = {result.elements};
+    Tensor a = make_tensor(ctx_, KF_DTYPE_FLOAT32, shape);
+    Tensor b = make_tensor(ctx_, KF_DTYPE_FLOAT32, shape);
+    Tensor out = make_tensor(ctx_, KF_DTYPE_FLOAT32, shape);
+    upload(a.get(), random_elements(KF_DTYPE_FLOAT32, 256, 7), stream_);
+    upload(b.get(), random_elements(KF_DTYPE_FLOAT32, 256, 8), stream_);
+    auto call_many = [&](int64_t calls) {
+      for (int64_t i = 0; i < calls; ++i) {
+        check(kf_fused_elementwise_add_activation(ctx_, a.get(), b.get(), out.get(),
+                                                  KF_ACTIVATION_RELU, stream_),
+              "kf_fused_elementwise_add_activation");
+        // A bounded queue: the launch queue never fills, so no call blocks.
+        if ((i + 1) % result.sync_every == 0)
+          check(kf_stream_synchronize(stream_), "kf_stream_synchronize");
+      }
+      check(kf_stream_synchronize(stream_), "kf_stream_synchronize");
+    };
+    call_many(std::min<int64_t>(result.calls, result.sync_every));  // warm-up
+    const double start = now_us();
+    call_many(result.calls);
+    result.us_per_call =
+        result.calls > 0 ? (now_us() - start) / static_cast<double>(result.calls) : 0.0;
+  } catch (const Failure& e) {
+    result.error = e.what();
+  }
+  return result;
+}
+
+}  // namespace kf_bench

@@ -1,0 +1,73 @@
+// What kf-bench times: every op x activation x dtype x shape, fused and unfused, plus the bias
+// (row broadcast) cases and the host cost of one asynchronous call.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bench/data.hpp"
+#include "bench/options.hpp"
+#include "bench/timing.hpp"
+
+namespace kf_bench {
+
+struct CaseResult {
+  Op op = Op::kAdd;
+  kf_activation_t act = KF_ACTIVATION_NONE;
+  kf_dtype_t dtype = KF_DTYPE_FLOAT32;
+  std::vector<int64_t> shape;    // of a and out
+  std::vector<int64_t> b_shape;  // equal to shape, or [hidden] for a bias
+  std::string size_class;        // "large" or "seed"
+  int buffer_sets = 1;           // rotated so the data never fits in L2
+  double bytes = 0;              // fused traffic: a, b and out once each
+  double fused_us = 0;           // medians
+  double unfused_us = 0;
+  std::string check = "skipped";  // "ok", "skipped", or what went wrong
+  bool failed = false;
+
+  bool is_bias() const { return b_shape.size() != shape.size(); }
+  double gbps() const { return fused_us > 0 ? bytes / (fused_us * 1e3) : 0.0; }
+  double speedup() const { return fused_us > 0 ? unfused_us / fused_us : 0.0; }
+};
+
+struct HostCostResult {
+  int64_t calls = 0;
+  int64_t elements = 0;
+  int sync_every = 0;
+  double us_per_call = 0;
+  std::string error;  // empty on success
+};
+
+class CaseRunner {
+ public:
+  // `cache_bytes`: the last-level cache the data must outgrow (L2 on CUDA).
+  CaseRunner(const Options& options, kf_context_t* ctx, kf_stream_t* stream,
+             kf_device_type_t device, uint64_t cache_bytes);
+
+  // Runs every configured case; `on_result` sees each result as soon as it is measured.
+  std::vector<CaseResult> run_all(const std::function<void(const CaseResult&)>& on_result);
+
+  // Times options.host_calls back-to-back add+relu calls on a 256-element f32 tensor with the
+  // host clock, synchronising every 1000 calls (included in the time).
+  HostCostResult run_host_cost();
+
+ private:
+  struct ShapeSpec {
+    std::string size_class;
+    std::vector<int64_t> shape;
+  };
+  std::vector<ShapeSpec> shapes_for(kf_dtype_t dtype) const;
+  void run_shape(kf_dtype_t dtype, const ShapeSpec& spec,
+                 const std::function<void(const CaseResult&)>& on_result,
+                 std::vector<CaseResult>* results);
+
+  const Options& options_;
+  kf_context_t* ctx_;
+  kf_stream_t* stream_;
+  uint64_t cache_bytes_;
+  RunTimer timer_;
+};
+
+}  // namespace kf_bench

@@ -1,0 +1,165 @@
+#include "bench/options.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+
+namespace kf_bench {
+namespace {
+
+constexpr const char* kUsage = R"(usage: kf-bench [options]
+
+Times kf_fused_elementwise_{add,mul}_activation against the same work done unfused (two library
+calls: the op without activation into a temporary, then the activation as a multiply by a
+one-element tensor holding 1), and compares the fused time with a device-to-device copy measured
+in the same run. Uses the first CUDA device when there is one, else the CPU backend.
+
+  --cpu             force the CPU backend
+  --cuda            require the CUDA backend; exit 77 (CTest: skipped) when no GPU is present
+  --quick           short smoke run: small shapes, every float dtype, few runs
+  --iters N         timed runs per case, median reported (default 100 on CUDA, 20 on the CPU)
+  --warmup N        untimed runs before them (default 10 on CUDA, 3 on the CPU)
+  --ops LIST        comma-separated: add,mul (default both)
+  --acts LIST       none,relu,gelu,gelu_tanh,silu,tanh,sigmoid (default relu,gelu,silu)
+  --all-acts        every activation
+  --dtypes LIST     f32,f16,bf16,f64 (default f32,f16,bf16 on CUDA, f32 on the CPU)
+  --sizes LIST      large: [rows, 4096] of --large-mib per tensor; seed: [2048,2048] and
+                    [32,512,768] (default large,seed on CUDA, large on the CPU)
+  --large-mib N     MiB per tensor of the large shape (default 256 on CUDA; 64, i.e. 16M f32
+                    elements, on the CPU)
+  --no-bias         skip the bias cases (b = [hidden] broadcast over the rows, add only)
+  --host-calls N    calls timed by the host-cost measurement (default 100000 on CUDA, 20000 on
+                    the CPU; 0 skips it)
+  --no-check        skip the float64 spot check of each fused output
+  --json FILE       also write every result as JSON
+  -h, --help        this text
+)";
+
+int usage_error(const std::string& message) {
+  std::fprintf(stderr, "kf-bench: %s\n(kf-bench --help lists the options)\n", message.c_str());
+  return 2;
+}
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> items;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    if (!item.empty()) items.push_back(item);
+  }
+  return items;
+}
+
+bool parse_number(const std::string& text, double min_value, double* out) {
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || *end != '\0' || !(value >= min_value)) return false;
+  *out = value;
+  return true;
+}
+
+template <typename T>
+bool parse_list(const std::string& text, bool (*parse_one)(const std::string&, T*),
+                std::vector<T>* out) {
+  out->clear();
+  for (const std::string& name : split_list(text)) {
+    T value;
+    if (!parse_one(name, &value)) return false;
+    out->push_back(value);
+  }
+  return !out->empty();
+}
+
+}  // namespace
+
+int parse_options(int argc, char** argv, Options* options) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&](std::string* out) {
+      if (i + 1 >= argc) return false;
+      *out = argv[++i];
+      return true;
+    };
+    std::string text;
+    double number = 0;
+    if (arg == "-h" || arg == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (arg == "--cpu") {
+      options->force_cpu = true;
+    } else if (arg == "--cuda") {
+      options->require_cuda = true;
+    } else if (arg == "--quick") {
+      options->quick = true;
+    } else if (arg == "--no-bias") {
+      options->bias_cases = false;
+    } else if (arg == "--no-check") {
+      options->check = false;
+    } else if (arg == "--all-acts") {
+      options->acts = all_activations();
+    } else if (arg == "--iters" || arg == "--warmup" || arg == "--large-mib" ||
+               arg == "--host-calls") {
+      const double min_value = arg == "--iters" ? 1 : (arg == "--large-mib" ? 0.001 : 0);
+      if (!value(&text) || !parse_number(text, min_value, &number))
+        return usage_error(arg + " needs a number");
+      if (arg == "--iters") options->iters = static_cast<int>(number);
+      if (arg == "--warmup") options->warmup = static_cast<int>(number);
+      if (arg == "--large-mib") options->large_mib = number;
+      if (arg == "--host-calls") options->host_calls = static_cast<int64_t>(number);
+    } else if (arg == "--ops") {
+      if (!value(&text) || !parse_list<Op>(text, parse_op, &options->ops))
+        return usage_error("--ops takes add,mul");
+    } else if (arg == "--acts") {
+      if (!value(&text) || !parse_list<kf_activation_t>(text, parse_activation, &options->acts)) {
+        return usage_error("--acts takes names from none,relu,gelu,gelu_tanh,silu,tanh,sigmoid");
+      }
+    } else if (arg == "--dtypes") {
+      if (!value(&text) || !parse_list<kf_dtype_t>(text, parse_dtype, &options->dtypes)) {
+        return usage_error("--dtypes takes names from f32,f16,bf16,f64");
+      }
+    } else if (arg == "--sizes") {
+      if (!value(&text)) return usage_error("--sizes takes large,seed");
+      options->sizes = split_list(text);
+      for (const std::string& s : options->sizes) {
+        if (s != "large" && s != "seed") return usage_error("--sizes takes large,seed");
+      }
+      if (options->sizes.empty()) return usage_error("--sizes takes large,seed");
+    } else if (arg == "--json") {
+      if (!value(&text)) return usage_error("--json needs a file name");
+      options->json_path = text;
+    } else {
+      return usage_error("unknown option " + arg);
+    }
+  }
+  if (options->force_cpu && options->require_cuda)
+    return usage_error("--cpu and --cuda exclude each other");
+  return kGoOn;
+}
+
+void resolve_defaults(kf_device_type_t device, Options* options) {
+  const bool cuda = device == KF_DEVICE_CUDA;
+  if (options->iters < 0) options->iters = options->quick ? 3 : (cuda ? 100 : 20);
+  if (options->warmup < 0) options->warmup = options->quick ? 1 : (cuda ? 10 : 3);
+  if (options->large_mib < 0) options->large_mib = options->quick ? 0.25 : (cuda ? 256 : 64);
+  if (options->host_calls < 0)
+    options->host_calls = options->quick ? 1000 : (cuda ? 100000 : 20000);
+  if (options->ops.empty()) options->ops = {Op::kAdd, Op::kMul};
+  if (options->acts.empty())
+    options->acts = {KF_ACTIVATION_RELU, KF_ACTIVATION_GELU, KF_ACTIVATION_SILU};
+  if (options->dtypes.empty()) {
+    if (cuda || options->quick) {
+      options->dtypes = {KF_DTYPE_FLOAT32, KF_DTYPE_FLOAT16, KF_DTYPE_BFLOAT16};
+    } else {
+      options->dtypes = {KF_DTYPE_FLOAT32};
+    }
+  }
+  if (options->sizes.empty()) {
+    if (cuda || options->quick) {
+      options->sizes = {"large", "seed"};
+    } else {
+      options->sizes = {"large"};
+    }
+  }
+}
+
+}  // namespace kf_bench

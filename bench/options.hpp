@@ -1,0 +1,40 @@
+// kf-bench's command line.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bench/data.hpp"
+
+namespace kf_bench {
+
+struct Options {
+  bool force_cpu = false;     // --cpu
+  bool require_cuda = false;  // --cuda
+  bool quick = false;         // --quick
+  bool bias_cases = true;     // --no-bias clears it
+  bool check = true;          // --no-check clears it
+  // Values below zero, and empty lists, mean "the default for the device" (resolve_defaults).
+  int iters = -1;
+  int warmup = -1;
+  double large_mib = -1;
+  int64_t host_calls = -1;
+  std::vector<Op> ops;
+  std::vector<kf_activation_t> acts;
+  std::vector<kf_dtype_t> dtypes;
+  std::vector<std::string> sizes;  // "large", "seed"
+  std::string json_path;
+};
+
+// parse_options() returns this when the program should go on.
+constexpr int kGoOn = -1;
+
+// Parses argv into `options`. Returns kGoOn, or the exit code to stop with: 0 after --help,
+// 2 after a usage error (with a message on stderr).
+int parse_options(int argc, char** argv, Options* options);
+
+// Fills every "default" field for the backend that will run (CUDA or the CPU).
+void resolve_defaults(kf_device_type_t device, Options* options);
+
+}  // namespace kf_bench

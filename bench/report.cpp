@@ -1,0 +1,250 @@
+#include "bench/report.hpp"
+
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+
+namespace kf_bench {
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+constexpr double kGiB = 1024.0 * kMiB;
+
+bool is_cuda(const RunInfo& info) { return info.device.device_type == KF_DEVICE_CUDA; }
+
+std::string shape_text(const std::vector<int64_t>& shape, const char* separator) {
+  std::string text;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0) text += separator;
+    text += std::to_string(shape[i]);
+  }
+  return text;
+}
+
+double percent_of_copy(const CaseResult& r, double ceiling_gbps) {
+  return ceiling_gbps > 0 ? 100.0 * r.gbps() / ceiling_gbps : 0.0;
+}
+
+std::string case_name(const CaseResult& r) {
+  return std::string(r.is_bias() ? "bias-" : "") + op_name(r.op) + " " + activation_name(r.act) +
+         " " + dtype_name(r.dtype) + " " + shape_text(r.shape, "x");
+}
+
+std::string json_string(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\u%04x", c);
+      out += escaped;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string json_number(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.6g", value);
+  return text;
+}
+
+// One target line: `met` of `total` rows, the worst row, and PASS or MISS.
+void print_target_line(const char* what, int met, int total, const std::string& worst) {
+  if (total == 0) {
+    std::printf("  %-48s no rows measured\n", what);
+    return;
+  }
+  std::printf("  %-48s %d/%d rows; lowest %s  %s\n", what, met, total, worst.c_str(),
+              met == total ? "PASS" : "MISS");
+}
+
+}  // namespace
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+void print_header(const RunInfo& info) {
+  const kf_device_properties_t& d = info.device;
+  std::printf("kf-bench: fused elementwise ops vs the same work unfused, and the copy ceiling\n");
+  std::printf("  date      %s\n", info.date.c_str());
+  if (is_cuda(info)) {
+    std::printf("  device    %s (cuda:%d, sm_%d%d, %d SMs, L2 %.1f MiB, %.1f GiB)\n", d.name,
+                d.device_id, d.compute_capability_major, d.compute_capability_minor,
+                d.multiprocessor_count, static_cast<double>(d.l2_cache_bytes) / kMiB,
+                static_cast<double>(d.total_memory_bytes) / kGiB);
+  } else {
+    std::printf("  device    %s (cpu, %d logical cores, %.1f GiB)\n", d.name,
+                d.multiprocessor_count, static_cast<double>(d.total_memory_bytes) / kGiB);
+  }
+  if (!info.note.empty()) std::printf("  note      %s\n", info.note.c_str());
+  std::printf("  software  %s\n", info.software.c_str());
+  std::printf("  timing    %s; median of %d runs after %d+ warm-up runs (one per buffer set)\n",
+              is_cuda(info) ? "events between back-to-back runs" : "host clock around each call",
+              info.iters, info.warmup);
+  if (info.quick)
+    std::printf("  quick     --quick: a smoke run of small shapes, not a measurement\n");
+  std::printf("  ceiling   %s of %.0f MiB: %.1f GB/s (%.1f us; GB/s counts bytes read + written)\n",
+              info.ceiling.method.c_str(), static_cast<double>(info.ceiling.bytes) / kMiB,
+              info.ceiling.gbps, info.ceiling.median_us);
+  std::printf(
+      "  bytes     fused traffic: a and out once each, b once (a bias row counts once)\n\n");
+}
+
+void print_table_header() {
+  std::printf("%-4s %-9s %-5s %-14s %-7s %4s %11s %9s %6s %11s %8s  %s\n", "op", "act", "dtype",
+              "shape", "b", "sets", "fused(us)", "GB/s", "%copy", "unfused(us)", "speedup",
+              "check");
+  std::fflush(stdout);
+}
+
+void print_row(const CaseResult& r, double ceiling_gbps) {
+  const std::string b = r.is_bias() ? "[" + shape_text(r.b_shape, ",") + "]" : "same";
+  if (r.fused_us <= 0) {
+    std::printf("%-4s %-9s %-5s %-14s %-7s %4d %11s %9s %6s %11s %8s  %s\n", op_name(r.op),
+                activation_name(r.act), dtype_name(r.dtype), shape_text(r.shape, "x").c_str(),
+                b.c_str(), r.buffer_sets, "-", "-", "-", "-", "-", r.check.c_str());
+  } else {
+    char unfused[32] = "-";
+    char speedup[32] = "-";
+    if (r.unfused_us > 0) {
+      std::snprintf(unfused, sizeof unfused, "%.2f", r.unfused_us);
+      std::snprintf(speedup, sizeof speedup, "%.2fx", r.speedup());
+    }
+    std::printf("%-4s %-9s %-5s %-14s %-7s %4d %11.2f %9.1f %6.1f %11s %8s  %s\n", op_name(r.op),
+                activation_name(r.act), dtype_name(r.dtype), shape_text(r.shape, "x").c_str(),
+                b.c_str(), r.buffer_sets, r.fused_us, r.gbps(), percent_of_copy(r, ceiling_gbps),
+                unfused, speedup, r.check.c_str());
+  }
+  std::fflush(stdout);
+}
+
+void print_host_cost(const HostCostResult& h) {
+  if (h.calls <= 0) return;
+  if (!h.error.empty()) {
+    std::printf("\nhost cost: failed: %s\n", h.error.c_str());
+    return;
+  }
+  std::printf(
+      "\nhost cost: %lld async add+relu calls on %lld f32 elements, synchronising every %d: %.3f "
+      "us/call\n",
+      static_cast<long long>(h.calls), static_cast<long long>(h.elements), h.sync_every,
+      h.us_per_call);
+}
+
+void print_targets(const RunInfo& info, const std::vector<CaseResult>& results,
+                   const HostCostResult& h) {
+  std::printf("\ntargets (PERF.md):\n");
+  if (info.quick) {
+    std::printf("  not evaluated: --quick sizes are too small to mean anything\n");
+    return;
+  }
+  if (is_cuda(info)) {
+    struct Tally {
+      int met = 0, total = 0;
+      double lowest = 1e300;
+      std::string worst;
+    };
+    Tally large, seed;
+    for (const CaseResult& r : results) {
+      Tally* t = r.bytes >= 256.0 * kMiB ? &large : (r.size_class == "seed" ? &seed : nullptr);
+      if (t == nullptr) continue;
+      const double pct = r.failed ? 0.0 : percent_of_copy(r, info.ceiling.gbps);
+      const double goal = t == &large ? 90.0 : 70.0;
+      ++t->total;
+      if (pct >= goal) ++t->met;
+      if (pct < t->lowest) {
+        t->lowest = pct;
+        char text[160];
+        std::snprintf(text, sizeof text, "%.1f%% (%s)", pct, case_name(r).c_str());
+        t->worst = text;
+      }
+    }
+    print_target_line(">= 90% of copy at >= 256 MiB of traffic", large.met, large.total,
+                      large.worst);
+    print_target_line(">= 70% of copy at the seeds' sizes", seed.met, seed.total, seed.worst);
+  } else {
+    int met = 0, total = 0;
+    double lowest = 1e300;
+    std::string worst;
+    for (const CaseResult& r : results) {
+      if (r.size_class != "large") continue;
+      const double speedup = r.failed ? 0.0 : r.speedup();
+      ++total;
+      if (speedup >= 1.5) ++met;
+      if (speedup < lowest) {
+        lowest = speedup;
+        char text[160];
+        std::snprintf(text, sizeof text, "%.2fx (%s)", speedup, case_name(r).c_str());
+        worst = text;
+      }
+    }
+    print_target_line("CPU: fused >= 1.5x unfused (large shape)", met, total, worst);
+  }
+  if (h.calls > 0 && h.error.empty()) {
+    const bool met = h.us_per_call <= 3.0;
+    std::printf("  %-48s %.3f us  %s\n", "host cost of one async call <= 3 us", h.us_per_call,
+                is_cuda(info) ? (met ? "PASS" : "MISS") : "(CPU: includes the work itself)");
+  }
+}
+
+void write_json(const std::string& path, const RunInfo& info,
+                const std::vector<CaseResult>& results, const HostCostResult& h) {
+  const kf_device_properties_t& d = info.device;
+  std::ostringstream j;
+  j << "{\n  \"tool\": \"kf-bench\",\n  \"date\": " << json_string(info.date)
+    << ",\n  \"software\": " << json_string(info.software)
+    << ",\n  \"quick\": " << (info.quick ? "true" : "false")
+    << ",\n  \"device\": {\"backend\": " << json_string(is_cuda(info) ? "cuda" : "cpu")
+    << ", \"name\": " << json_string(d.name) << ", \"id\": " << d.device_id
+    << ", \"compute_capability\": \"" << d.compute_capability_major << "."
+    << d.compute_capability_minor << "\", \"multiprocessors\": " << d.multiprocessor_count
+    << ", \"l2_bytes\": " << d.l2_cache_bytes << ", \"memory_bytes\": " << d.total_memory_bytes
+    << "},\n"
+    << "  \"timing\": {\"method\": " << json_string(is_cuda(info) ? "events" : "host clock")
+    << ", \"statistic\": \"median\", \"runs\": " << info.iters << ", \"warmup\": " << info.warmup
+    << "},\n"
+    << "  \"copy_ceiling\": {\"method\": " << json_string(info.ceiling.method)
+    << ", \"bytes\": " << info.ceiling.bytes
+    << ", \"median_us\": " << json_number(info.ceiling.median_us)
+    << ", \"gbps\": " << json_number(info.ceiling.gbps) << "},\n  \"results\": [";
+  for (size_t i = 0; i < results.size(); ++i) {
+    const CaseResult& r = results[i];
+    j << (i == 0 ? "\n" : ",\n") << "    {\"op\": \"" << op_name(r.op) << "\", \"activation\": \""
+      << activation_name(r.act) << "\", \"dtype\": \"" << dtype_name(r.dtype) << "\", \"shape\": ["
+      << shape_text(r.shape, ", ") << "], \"b_shape\": [" << shape_text(r.b_shape, ", ")
+      << "], \"bias\": " << (r.is_bias() ? "true" : "false")
+      << ", \"size_class\": " << json_string(r.size_class) << ", \"buffer_sets\": " << r.buffer_sets
+      << ", \"bytes\": " << json_number(r.bytes) << ", \"fused_us\": " << json_number(r.fused_us)
+      << ", \"gbps\": " << json_number(r.gbps())
+      << ", \"percent_of_copy\": " << json_number(percent_of_copy(r, info.ceiling.gbps))
+      << ", \"unfused_us\": " << json_number(r.unfused_us)
+      << ", \"speedup\": " << json_number(r.speedup()) << ", \"check\": " << json_string(r.check)
+      << ", \"failed\": " << (r.failed ? "true" : "false") << "}";
+  }
+  j << "\n  ],\n  \"host_cost\": ";
+  if (h.calls <= 0) {
+    j << "null";
+  } else {
+    j << "{\"calls\": " << h.calls << ", \"elements\": " << h.elements
+      << ", \"sync_every\": " << h.sync_every << ", \"us_per_call\": " << json_number(h.us_per_call)
+      << ", \"error\": " << (h.error.empty() ? "null" : json_string(h.error)) << "}";
+  }
+  j << "\n}\n";
+  std::ofstream file(path);
+  file << j.str();
+  if (!file) throw Failure("cannot write " + path);
+}
+
+}  // namespace kf_bench

@@ -1,0 +1,39 @@
+// kf-bench's output: the header naming card, software and ceiling, the results table, the
+// targets of PERF.md, and the JSON file.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "bench/cases.hpp"
+#include "bench/timing.hpp"
+
+namespace kf_bench {
+
+struct RunInfo {
+  std::string date;      // UTC, ISO 8601
+  std::string software;  // library version, and the CUDA runtime and driver when present
+  std::string note;      // why this backend was chosen, when not obvious; may be empty
+  kf_device_properties_t device{};
+  int iters = 0;
+  int warmup = 0;
+  bool quick = false;
+  CopyCeiling ceiling;
+};
+
+// Current UTC time as "2026-11-26T12:34:56Z".
+std::string utc_now();
+
+void print_header(const RunInfo& info);
+void print_table_header();
+void print_row(const CaseResult& result, double ceiling_gbps);
+void print_host_cost(const HostCostResult& host_cost);
+// Compares the results with the targets (PERF.md) for the backend that ran.
+void print_targets(const RunInfo& info, const std::vector<CaseResult>& results,
+                   const HostCostResult& host_cost);
+
+// Writes everything as one JSON object; throws Failure when the file cannot be written.
+void write_json(const std::string& path, const RunInfo& info,
+                const std::vector<CaseResult>& results, const HostCostResult& host_cost);
+
+}  // namespace kf_bench

@@ -1,0 +1,118 @@
+// Activation functors: the one definition of every activation, used by the CPU backend, the CUDA
+// kernels and NVRTC-generated code. T is the compute type: float (for f32, f16 and bf16 storage)
+// or double (for f64); the device and host paths evaluate the same formula.
+#pragma once
+
+#include "core/math/host_device.hpp"
+
+#ifndef __CUDACC_RTC__
+#include <math.h>
+#endif
+
+namespace kf {
+namespace math {
+
+// Values equal kf_activation_t's (checked where the public enum is visible).
+enum class Activation : int { none = 0, relu = 1, gelu = 2, gelu_tanh = 3, silu = 4, tanh = 5, sigmoid = 6 };
+constexpr int kActivationCount = 7;
+
+// Precision-matched libm calls: the float overload never promotes to double.
+KF_HOST_DEVICE float exp_of(float x) { return ::expf(x); }
+KF_HOST_DEVICE double exp_of(double x) { return ::exp(x); }
+KF_HOST_DEVICE float erf_of(float x) { return ::erff(x); }
+KF_HOST_DEVICE double erf_of(double x) { return ::erf(x); }
+KF_HOST_DEVICE float tanh_of(float x) { return ::tanhf(x); }
+KF_HOST_DEVICE double tanh_of(double x) { return ::tanh(x); }
+
+struct Identity {
+  static constexpr Activation id = Activation::none;
+  template <class T>
+  KF_HOST_DEVICE T operator()(T x) const {
+    return x;
+  }
+};
+
+// Written as "negative -> 0" so that NaN propagates (like PyTorch), instead of becoming 0.
+struct Relu {
+  static constexpr Activation id = Activation::relu;
+  template <class T>
+  KF_HOST_DEVICE T operator()(T x) const {
+    return x < T(0) ? T(0) : x;
+  }
+};
+
+// x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)).
+struct Gelu {
+  static constexpr Activation id = Activation::gelu;
+  template <class T>
+  KF_HOST_DEVICE T operator()(T x) const {
+    const T inv_sqrt2 = T(0.70710678118654752440);
+    return T(0.5) * x * (T(1) + erf_of(x * inv_sqrt2));
+  }
+};
+
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+struct GeluTanh {
+  static constexpr Activation id = Activation::gelu_tanh;
+  template <class T>
+  KF_HOST_DEVICE T operator()(T x) const {
+    const T sqrt_2_over_pi = T(0.79788456080286535588);
+    const T cubic = T(0.044715);
+    const T inner = sqrt_2_over_pi * (x + cubic * x * x * x);
+    return T(0.5) * x * (T(1) + tanh_of(inner));
+  }
+};
+
+// x * sigmoid(x); for very negative x, exp(-x) overflows to inf and the quotient is -0, as it should.
+struct Silu {
+  static constexpr Activation id = Activation::silu;
+  template <class T>
+  KF_HOST_DEVICE T operator()(T x) const {
+    return x / (T(1) + exp_of(-x));
+  }
+};
+
+struct Tanh {
+  static constexpr Activation id = Activation::tanh;
+  template <class T>
+  KF_HOST_DEVICE T operator()(T x) const {
+    return tanh_of(x);
+  }
+};
+
+struct Sigmoid {
+  static constexpr Activation id = Activation::sigmoid;
+  template <class T>
+  KF_HOST_DEVICE T operator()(T x) const {
+    return T(1) / (T(1) + exp_of(-x));
+  }
+};
+
+// The functor for a compile-time tag.
+template <Activation A> struct ActivationOf;
+template <> struct ActivationOf<Activation::none> { using type = Identity; };
+template <> struct ActivationOf<Activation::relu> { using type = Relu; };
+template <> struct ActivationOf<Activation::gelu> { using type = Gelu; };
+template <> struct ActivationOf<Activation::gelu_tanh> { using type = GeluTanh; };
+template <> struct ActivationOf<Activation::silu> { using type = Silu; };
+template <> struct ActivationOf<Activation::tanh> { using type = Tanh; };
+template <> struct ActivationOf<Activation::sigmoid> { using type = Sigmoid; };
+
+// Run-time dispatch, for paths where the activation is a parameter instead of a template argument
+// (the branch is uniform across a warp, so it costs a compare, not divergence).
+template <class T>
+KF_HOST_DEVICE T apply_activation(Activation act, T x) {
+  switch (act) {
+    case Activation::relu: return Relu{}(x);
+    case Activation::gelu: return Gelu{}(x);
+    case Activation::gelu_tanh: return GeluTanh{}(x);
+    case Activation::silu: return Silu{}(x);
+    case Activation::tanh: return Tanh{}(x);
+    case Activation::sigmoid: return Sigmoid{}(x);
+    case Activation::none:
+    default: return x;
+  }
+}
+
+}  // namespace math
+}  // namespace kf

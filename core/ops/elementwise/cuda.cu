@@ -1,0 +1,349 @@
+// CUDA backend of the fused elementwise ops.
+//
+// Dense layouts (contiguous, scalar b, bias row b) run one kernel family that moves 16-byte
+// vectors: the first and last few elements that do not fill an aligned vector are handled
+// element-wise by the first threads, everything else as whole vectors, `unroll` vectors of every
+// operand loaded before any is used. Everything else (and dense layouts whose operands disagree
+// on 16-byte alignment) runs the strided kernel, which decomposes each output index into offsets
+// with precomputed divisions (32-bit when every offset fits, else 64-bit). Both use grid-stride
+// loops over a grid of (SMs x resident blocks per SM), so a launch is one full wave.
+// Launches are asynchronous: no allocation, no synchronisation.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+
+#include "core/ops/elementwise/elementwise.hpp"
+#include "core/runtime/error.hpp"
+
+namespace kf::elementwise {
+namespace {
+
+// ---- tuning (kept apart from the math) -------------------------------------------------------
+
+template <class S>
+struct DensePolicy {
+  static constexpr int threads = 256;
+  static constexpr int min_blocks_per_sm = 4;  // caps registers at 64; 1024 resident threads per SM
+  static constexpr int vector_bytes = 16;      // one LDG.128 / STG.128 per access
+  static constexpr int width = vector_bytes / static_cast<int>(sizeof(S));  // elements per vector
+  static constexpr int unroll = 2;  // vectors per operand in flight per thread (64 B loads in flight)
+};
+
+struct StridedPolicy {
+  static constexpr int threads = 256;
+  static constexpr int min_blocks_per_sm = 4;
+  static constexpr int unroll = 4;  // elements per thread per iteration
+};
+
+// A dense launch covers at most this many elements, so its indices fit in 32 bits (a multiple of
+// every vector width; larger tensors take several launches).
+constexpr int64_t kMaxDenseLaunch = int64_t{1} << 30;
+
+// ---- index helpers ----------------------------------------------------------------------------
+
+// Division by a run-time constant with a multiply-high and a shift (Granlund-Montgomery, the
+// form PyTorch's IntDivider uses); exact for dividends and divisors below 2^31.
+struct FastDivmod32 {
+  uint32_t divisor = 1, multiplier = 1, shift = 0;
+  FastDivmod32() = default;
+  explicit FastDivmod32(uint32_t d) : divisor(d) {
+    while (shift < 32 && (uint32_t{1} << shift) < d) ++shift;
+    multiplier = static_cast<uint32_t>(((uint64_t{1} << 32) * ((uint64_t{1} << shift) - d)) / d + 1);
+  }
+  __device__ __forceinline__ uint32_t div(uint32_t n) const { return (__umulhi(n, multiplier) + n) >> shift; }
+};
+
+struct Divmod64 {
+  int64_t divisor = 1;
+  Divmod64() = default;
+  explicit Divmod64(int64_t d) : divisor(d) {}
+  __device__ __forceinline__ int64_t div(int64_t n) const { return n / divisor; }
+};
+
+template <class Index> struct DivmodFor;
+template <> struct DivmodFor<uint32_t> { using type = FastDivmod32; };
+template <> struct DivmodFor<int64_t> { using type = Divmod64; };
+
+template <class S, int Width>
+union Vector {
+  uint4 raw;
+  S v[Width];
+};
+
+// ---- dense kernels ----------------------------------------------------------------------------
+
+enum class BMode { dense, scalar, bias };
+
+template <class S>
+struct DenseArgs {
+  const S* a;
+  const S* b;     // dense: aligned like a; scalar: one element; bias: 16-byte aligned row
+  S* out;
+  uint32_t head;     // elements before a and out reach a 16-byte boundary (< width)
+  uint32_t vectors;  // whole vectors after the head
+  uint32_t tail;     // elements after the vectors (< width)
+  FastDivmod32 row_vectors;  // bias: vectors per b row
+};
+
+template <class Policy, class S, class Op, class Act, BMode Mode>
+__global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm) dense_kernel(DenseArgs<S> args) {
+  using Fused = FusedOp<S, Op, Act>;
+  using Traits = math::StorageTraits<S>;
+  using T = math::compute_t<S>;
+  constexpr int kWidth = Policy::width;
+  constexpr int kUnroll = Policy::unroll;
+  constexpr uint32_t kThreads = Policy::threads;
+
+  T b_scalar = T(0);
+  if constexpr (Mode == BMode::scalar) b_scalar = Traits::to_compute(args.b[0]);
+
+  if constexpr (Mode != BMode::bias) {  // bias launches are whole aligned vectors
+    const uint32_t thread = blockIdx.x * kThreads + threadIdx.x;
+    if (thread < args.head + args.tail) {
+      const uint32_t i = thread < args.head ? thread : thread + args.vectors * kWidth;  // tail follows the vectors
+      if constexpr (Mode == BMode::scalar)
+        args.out[i] = Fused::compute(Traits::to_compute(args.a[i]), b_scalar);
+      else
+        args.out[i] = Fused::apply(args.a[i], args.b[i]);
+    }
+  }
+
+  const uint4* a = reinterpret_cast<const uint4*>(args.a + args.head);
+  const uint4* b = reinterpret_cast<const uint4*>(Mode == BMode::dense ? args.b + args.head : args.b);
+  uint4* out = reinterpret_cast<uint4*>(args.out + args.head);
+  const uint32_t step = gridDim.x * kThreads * kUnroll;
+  for (uint32_t base = blockIdx.x * kThreads * kUnroll + threadIdx.x; base < args.vectors; base += step) {
+    Vector<S, kWidth> x[kUnroll], y[kUnroll];
+#pragma unroll
+    for (int k = 0; k < kUnroll; ++k) {
+      const uint32_t i = base + k * kThreads;
+      if (i < args.vectors) {
+        x[k].raw = a[i];
+        if constexpr (Mode == BMode::dense) y[k].raw = b[i];
+        if constexpr (Mode == BMode::bias) y[k].raw = b[i - args.row_vectors.div(i) * args.row_vectors.divisor];
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kUnroll; ++k) {
+      const uint32_t i = base + k * kThreads;
+      if (i < args.vectors) {
+        Vector<S, kWidth> r;
+#pragma unroll
+        for (int e = 0; e < kWidth; ++e) {
+          if constexpr (Mode == BMode::scalar)
+            r.v[e] = Fused::compute(Traits::to_compute(x[k].v[e]), b_scalar);
+          else
+            r.v[e] = Fused::apply(x[k].v[e], y[k].v[e]);
+        }
+        out[i] = r.raw;
+      }
+    }
+  }
+}
+
+// ---- strided kernel ---------------------------------------------------------------------------
+
+template <class Index>
+struct StridedArgs {
+  Index count;
+  int32_t ndim;
+  math::Activation act;
+  // Innermost dim first.
+  typename DivmodFor<Index>::type shape[KF_MAX_DIMS];
+  Index a_strides[KF_MAX_DIMS];
+  Index b_strides[KF_MAX_DIMS];
+  Index out_strides[KF_MAX_DIMS];
+};
+
+// b never overlaps out (checked at the entry), so it may take the read-only path; a may be out.
+// The activation is a run-time argument here (uniform across the grid), which keeps this kernel
+// to dtype x op x index width instantiations; index arithmetic dominates its cost anyway.
+template <class Policy, class S, class Op, class Index>
+__global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
+    strided_kernel(const S* a, const S* __restrict__ b, S* out, StridedArgs<Index> args) {
+  using Traits = math::StorageTraits<S>;
+  using T = math::compute_t<S>;
+  constexpr int kUnroll = Policy::unroll;
+  constexpr Index kThreads = Policy::threads;
+
+  const Index step = static_cast<Index>(gridDim.x) * kThreads * kUnroll;
+  for (Index base = static_cast<Index>(blockIdx.x) * kThreads * kUnroll + threadIdx.x; base < args.count;
+       base += step) {
+    T x[kUnroll], y[kUnroll];
+    Index out_offset[kUnroll];
+#pragma unroll
+    for (int k = 0; k < kUnroll; ++k) {
+      const Index i = base + k * kThreads;
+      if (i < args.count) {
+        Index rest = i, a_offset = 0, b_offset = 0, o_offset = 0;
+#pragma unroll
+        for (int d = 0; d < KF_MAX_DIMS; ++d) {
+          if (d == args.ndim) break;
+          const Index q = d + 1 == args.ndim ? Index(0) : args.shape[d].div(rest);
+          const Index r = rest - q * static_cast<Index>(args.shape[d].divisor);
+          a_offset += r * args.a_strides[d];
+          b_offset += r * args.b_strides[d];
+          o_offset += r * args.out_strides[d];
+          rest = q;
+        }
+        x[k] = Traits::to_compute(a[a_offset]);
+        y[k] = Traits::to_compute(b[b_offset]);
+        out_offset[k] = o_offset;
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kUnroll; ++k) {
+      if (base + k * kThreads < args.count)
+        out[out_offset[k]] = Traits::from_compute(math::apply_activation(args.act, Op{}(x[k], y[k])));
+    }
+  }
+}
+
+// ---- host side --------------------------------------------------------------------------------
+
+void check_cuda(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) fail(KF_ERROR_CUDA, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+// SM count of a device, queried once.
+int sm_count(int32_t device) {
+  constexpr int kCached = 64;
+  static std::atomic<int> cache[kCached];
+  if (device >= 0 && device < kCached) {
+    if (int n = cache[device].load(std::memory_order_relaxed)) return n;
+  }
+  int n = 0;
+  check_cuda(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+  if (device >= 0 && device < kCached) cache[device].store(n, std::memory_order_relaxed);
+  return n;
+}
+
+// Resident blocks per SM of a kernel, queried once per kernel (at least the launch bound's minimum).
+template <class Kernel>
+int resident_blocks(Kernel kernel, int threads, int minimum) {
+  static const int blocks = [&] {
+    int n = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, 0) != cudaSuccess) {
+      (void)cudaGetLastError();  // leave no sticky error behind; fall back to the launch bound
+      n = 0;
+    }
+    return std::max(n, minimum);
+  }();
+  return blocks;
+}
+
+uint32_t grid_size(int64_t work_items, int64_t items_per_block, int sms, int blocks_per_sm) {
+  const int64_t wanted = std::max<int64_t>(1, (work_items + items_per_block - 1) / items_per_block);
+  return static_cast<uint32_t>(std::min<int64_t>(wanted, int64_t{sms} * blocks_per_sm));
+}
+
+void check_launch() { check_cuda(cudaGetLastError(), "elementwise kernel launch"); }
+
+template <class S, class Op, class Act, BMode Mode>
+void launch_dense(const Plan& p, int sms, cudaStream_t stream) {
+  using Policy = DensePolicy<S>;
+  constexpr int kWidth = Policy::width;
+  auto kernel = dense_kernel<Policy, S, Op, Act, Mode>;
+  const int blocks_per_sm = resident_blocks(kernel, Policy::threads, Policy::min_blocks_per_sm);
+  const S* a = static_cast<const S*>(p.a);
+  const S* b = static_cast<const S*>(p.b);
+  S* out = static_cast<S*>(p.out);
+  // Bias launches start on row boundaries so that every launch's b index restarts at 0.
+  const int64_t chunk = Mode == BMode::bias ? (kMaxDenseLaunch / p.row_length) * p.row_length : kMaxDenseLaunch;
+  for (int64_t done = 0; done < p.count; done += chunk) {
+    const int64_t n = std::min(chunk, p.count - done);
+    DenseArgs<S> args;
+    args.a = a + done;
+    args.b = Mode == BMode::dense ? b + done : b;
+    args.out = out + done;
+    const int misaligned = static_cast<int>(reinterpret_cast<uintptr_t>(args.out) % Policy::vector_bytes) /
+                           static_cast<int>(sizeof(S));
+    const int64_t head = std::min<int64_t>(misaligned ? kWidth - misaligned : 0, n);
+    args.head = static_cast<uint32_t>(head);
+    args.vectors = static_cast<uint32_t>((n - head) / kWidth);
+    args.tail = static_cast<uint32_t>(n - head - int64_t{args.vectors} * kWidth);
+    if (Mode == BMode::bias) args.row_vectors = FastDivmod32(static_cast<uint32_t>(p.row_length / kWidth));
+    const uint32_t grid = grid_size(std::max<int64_t>(args.vectors, 1), int64_t{Policy::threads} * Policy::unroll,
+                                    sms, blocks_per_sm);
+    kernel<<<grid, Policy::threads, 0, stream>>>(args);
+    check_launch();
+  }
+}
+
+template <class S, class Op, class Index>
+void launch_strided(const Plan& p, int sms, cudaStream_t stream) {
+  using Policy = StridedPolicy;
+  auto kernel = strided_kernel<Policy, S, Op, Index>;
+  const int blocks_per_sm = resident_blocks(kernel, Policy::threads, Policy::min_blocks_per_sm);
+  StridedArgs<Index> args{};
+  args.count = static_cast<Index>(p.count);
+  args.ndim = p.ndim;
+  args.act = p.act;
+  for (int32_t d = 0; d < p.ndim; ++d) {
+    const int32_t from = p.ndim - 1 - d;  // the plan lists dims outermost first
+    args.shape[d] = typename DivmodFor<Index>::type(static_cast<Index>(p.shape[from]));
+    args.a_strides[d] = static_cast<Index>(p.a_strides[from]);
+    args.b_strides[d] = static_cast<Index>(p.b_strides[from]);
+    args.out_strides[d] = static_cast<Index>(p.out_strides[from]);
+  }
+  const uint32_t grid = grid_size(p.count, int64_t{Policy::threads} * Policy::unroll, sms, blocks_per_sm);
+  kernel<<<grid, Policy::threads, 0, stream>>>(static_cast<const S*>(p.a), static_cast<const S*>(p.b),
+                                                 static_cast<S*>(p.out), args);
+  check_launch();
+}
+
+bool aligned_alike(const void* x, const void* y) {
+  return reinterpret_cast<uintptr_t>(x) % 16 == reinterpret_cast<uintptr_t>(y) % 16;
+}
+bool aligned(const void* x) { return reinterpret_cast<uintptr_t>(x) % 16 == 0; }
+
+template <class S, class Op>
+void run_strided(const Plan& p, int sms, cudaStream_t stream) {
+  constexpr int64_t k32 = int64_t{1} << 31;
+  if (p.count < k32 && p.a_extent < k32 && p.b_extent < k32 && p.out_extent < k32)
+    launch_strided<S, Op, uint32_t>(p, sms, stream);
+  else
+    launch_strided<S, Op, int64_t>(p, sms, stream);
+}
+
+template <class S, class Op, class Act>
+void run_typed(const Plan& p, int sms, cudaStream_t stream) {
+  constexpr int kWidth = DensePolicy<S>::width;
+  switch (p.layout) {
+    case Layout::contiguous:
+      if (aligned_alike(p.a, p.out) && aligned_alike(p.b, p.out))
+        return launch_dense<S, Op, Act, BMode::dense>(p, sms, stream);
+      break;
+    case Layout::scalar:
+      if (aligned_alike(p.a, p.out)) return launch_dense<S, Op, Act, BMode::scalar>(p, sms, stream);
+      break;
+    case Layout::bias:
+      if (p.row_length % kWidth == 0 && p.row_length <= kMaxDenseLaunch && aligned(p.a) && aligned(p.b) &&
+          aligned(p.out))
+        return launch_dense<S, Op, Act, BMode::bias>(p, sms, stream);
+      break;
+    case Layout::strided:
+      break;
+  }
+  run_strided<S, Op>(p, sms, stream);
+}
+
+}  // namespace
+
+// The entry has made device_id current (kf::activate).
+void run_cuda(const Plan& plan, int32_t device_id, void* native_stream) {
+  const int sms = sm_count(device_id);
+  cudaStream_t stream = static_cast<cudaStream_t>(native_stream);
+  dispatch_dtype(plan.dtype, [&](auto storage) {
+    using S = decltype(storage);
+    dispatch_op(plan.op, [&](auto op) {
+      using Op = decltype(op);
+      if (plan.layout == Layout::strided) return run_strided<S, Op>(plan, sms, stream);
+      dispatch_activation(plan.act, [&](auto act) { run_typed<S, Op, decltype(act)>(plan, sms, stream); });
+    });
+  });
+}
+
+}  // namespace kf::elementwise

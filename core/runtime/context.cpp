@@ -1,0 +1,253 @@
+// Contexts: creation from a (possibly older) config, teardown of every child, synchronisation,
+// memory statistics, and the helpers that resolve streams and order work across them.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/runtime/context.hpp"
+#include "core/runtime/cuda/cuda_api.hpp"
+#include "core/runtime/error.hpp"
+#include "core/runtime/handle.hpp"
+#include "core/runtime/tensor.hpp"
+#include "kernel_fusion/runtime.h"
+
+namespace kf {
+namespace {
+
+#if KF_WITH_CUDA
+constexpr bool kBuiltWithCuda = true;
+#else
+constexpr bool kBuiltWithCuda = false;
+#endif
+
+// The oldest config layout served ends after device_id; later fields default when absent.
+constexpr size_t kMinContextConfigSize = offsetof(kf_context_config_t, device_id) + sizeof(int32_t);
+static_assert(sizeof(kf_memory_stats_t) == sizeof(size_t) + 5 * sizeof(uint64_t),
+              "kf_context_get_memory_stats copies the fields as a run of uint64_t");
+constexpr size_t kMinMemoryStatsSize = offsetof(kf_memory_stats_t, in_use_bytes) + sizeof(uint64_t);
+
+kf_context_config_t read_config(const kf_context_config_t* config) {
+  kf_context_config_t c = KF_CONTEXT_CONFIG_INIT;
+  if (config == nullptr) {
+    c.device_type = cuda::device_count() > 0 ? KF_DEVICE_CUDA : KF_DEVICE_CPU;
+    return c;
+  }
+  KF_REQUIRE(
+      config->struct_size >= kMinContextConfigSize, KF_ERROR_VERSION_MISMATCH,
+      "config->struct_size is %zu; the smallest kf_context_config_t layout served is %zu bytes "
+      "(initialise the config with KF_CONTEXT_CONFIG_INIT)",
+      config->struct_size, kMinContextConfigSize);
+  // Read only what the caller's layout holds; fields it lacks keep their defaults.
+  std::memcpy(&c, config, std::min(config->struct_size, sizeof(c)));
+  c.struct_size = sizeof(c);
+  if (config->struct_size < offsetof(kf_context_config_t, memory_limit_bytes) + sizeof(uint64_t)) {
+    c.memory_limit_bytes = 0;
+  }
+  if (config->struct_size < offsetof(kf_context_config_t, cpu_threads) + sizeof(int32_t))
+    c.cpu_threads = 0;
+  return c;
+}
+
+void check_config(const kf_context_config_t& c) {
+  int device_type = raw_enum(c.device_type);
+  if (device_type == KF_DEVICE_CPU) {
+    KF_REQUIRE_ARG(c.device_id == 0, "config->device_id is %d; the CPU device is 0", c.device_id);
+    KF_REQUIRE_ARG(c.cpu_threads >= 0 && c.cpu_threads <= 4096,
+                   "config->cpu_threads is %d; use 0 (one per core) to 4096", c.cpu_threads);
+    return;
+  }
+  KF_REQUIRE_ARG(device_type == KF_DEVICE_CUDA, "config->device_type %d is not a kf_device_type_t",
+                 device_type);
+  KF_REQUIRE(kBuiltWithCuda, KF_ERROR_NO_DEVICE,
+             "a CUDA context was requested but this build of kernel_fusion has no CUDA backend "
+             "(built with KF_ENABLE_CUDA=OFF)");
+  int32_t count = cuda::device_count();
+  KF_REQUIRE(count > 0, KF_ERROR_NO_DEVICE,
+             "a CUDA context was requested but no usable CUDA device was found (no NVIDIA driver, "
+             "no GPU, or CUDA_VISIBLE_DEVICES hides them); use KF_DEVICE_CPU instead");
+  KF_REQUIRE_ARG(c.device_id >= 0 && c.device_id < count,
+                 "config->device_id is %d but there %s %d CUDA device%s", c.device_id,
+                 count == 1 ? "is" : "are", count, count == 1 ? "" : "s");
+}
+
+// Tears down a context object: children first, then the pool reference and the workers.
+void destroy_context_object(kf_context_t* ctx) noexcept {
+  std::unordered_set<kf_tensor_t*> tensors;
+  std::unordered_set<kf_event_t*> events;
+  std::unordered_set<kf_stream_t*> streams;
+  {
+    std::lock_guard<std::mutex> lock(ctx->mutex);
+    tensors.swap(ctx->tensors);
+    events.swap(ctx->events);
+    streams.swap(ctx->streams);
+  }
+  for (kf_tensor_t* t : tensors) {
+    unregister_handle(t);
+    delete_tensor(t);
+  }
+  for (kf_event_t* e : events) {
+    unregister_handle(e);
+    cuda::event_destroy(e->native);
+    delete e;
+  }
+  for (kf_stream_t* s : streams) {
+    if (s == ctx->default_stream) continue;
+    unregister_handle(s);
+    delete_stream(s);
+  }
+  delete_stream(ctx->default_stream);
+  ctx->default_stream = nullptr;
+  ctx->pool.reset();  // storages still exported (DLPack) keep it alive
+  ctx->threads.reset();
+  delete ctx;
+}
+
+void synchronize_locked(kf_context_t* ctx) {
+  for (kf_stream_t* s : ctx->streams) cuda::stream_synchronize(s->native);
+}
+
+}  // namespace
+
+kf_context_t* checked_context(const kf_context_t* ctx, const char* param_name) {
+  return const_cast<kf_context_t*>(checked(ctx, param_name));
+}
+
+kf_stream_t* resolve_stream(kf_context_t* ctx, kf_stream_t* s, const char* param_name) {
+  if (s == nullptr) return ctx->default_stream;
+  checked(s, param_name);
+  KF_REQUIRE(s->ctx == ctx, KF_ERROR_DEVICE_MISMATCH, "stream '%s' belongs to another context",
+             param_name);
+  return s;
+}
+
+void activate(const kf_context_t* ctx) {
+  if (ctx->is_cuda()) cuda::set_device(ctx->device_id);
+}
+
+void order_after_all_streams(kf_context_t* ctx, kf_stream_t* home) {
+  if (!ctx->is_cuda()) return;
+  std::lock_guard<std::mutex> lock(ctx->mutex);
+  for (kf_stream_t* s : ctx->streams) {
+    if (s == home) continue;
+    // A shared event per stream is enough: waiting on a later record of it still orders after
+    // everything enqueued before this call.
+    cuda::event_record(s->order_event, s->native);
+    cuda::stream_wait_event(home->native, s->order_event);
+  }
+}
+
+}  // namespace kf
+
+extern "C" {
+
+kf_result_t kf_context_create(const kf_context_config_t* config, kf_context_t** out) {
+  return kf::api_call([&] {
+    KF_REQUIRE_ARG(out != nullptr, "out is NULL");
+    kf_context_config_t c = kf::read_config(config);
+    kf::check_config(c);
+    auto ctx = std::make_unique<kf_context_t>();
+    ctx->device_type = c.device_type;
+    ctx->device_id = c.device_id;
+    ctx->memory_limit_bytes = c.memory_limit_bytes;
+    if (ctx->is_cuda()) {
+      kf::cuda::priority_range(c.device_id, &ctx->priority_least, &ctx->priority_greatest);
+      ctx->pool = kf::make_device_pool(c.device_id, c.memory_limit_bytes);
+    } else {
+      ctx->pool = kf::make_host_pool(c.memory_limit_bytes);
+      ctx->threads = std::make_unique<kf::ThreadPool>(c.cpu_threads);
+    }
+    kf_stream_t* default_stream = kf::new_stream(ctx.get(), 0, KF_STREAM_NON_BLOCKING);
+    try {
+      ctx->streams.insert(default_stream);
+      ctx->default_stream = default_stream;
+      kf::register_handle(ctx.get(), kf::HandleKind::context);
+    } catch (...) {
+      kf::delete_stream(default_stream);
+      throw;
+    }
+    *out = ctx.release();
+  });
+}
+
+kf_result_t kf_context_destroy(kf_context_t* ctx) {
+  return kf::api_call([&] {
+    if (ctx == nullptr) return;
+    kf::checked(ctx, "ctx");
+    kf::unregister_handle(ctx);  // from here on, other calls with ctx fail cleanly
+    try {
+      kf::activate(ctx);
+      std::lock_guard<std::mutex> lock(ctx->mutex);
+      kf::synchronize_locked(ctx);
+    } catch (const kf::Error&) {
+      // A failed kernel must not keep the context alive: tear down anyway, report nothing more.
+    }
+    kf::destroy_context_object(ctx);
+  });
+}
+
+kf_result_t kf_context_get_device(const kf_context_t* ctx, kf_device_type_t* type,
+                                  int32_t* device_id) {
+  return kf::api_call([&] {
+    kf::checked(ctx, "ctx");
+    if (type != nullptr) *type = ctx->device_type;
+    if (device_id != nullptr) *device_id = ctx->device_id;
+  });
+}
+
+kf_result_t kf_context_synchronize(kf_context_t* ctx) {
+  return kf::api_call([&] {
+    kf::checked(ctx, "ctx");
+    if (!ctx->is_cuda()) return;
+    kf::activate(ctx);
+    // The lock keeps streams alive while waiting; other threads' child creation waits with us.
+    std::lock_guard<std::mutex> lock(ctx->mutex);
+    kf::synchronize_locked(ctx);
+  });
+}
+
+kf_result_t kf_context_get_stream_priority_range(const kf_context_t* ctx, int32_t* least,
+                                                 int32_t* greatest) {
+  return kf::api_call([&] {
+    kf::checked(ctx, "ctx");
+    if (least != nullptr) *least = ctx->priority_least;
+    if (greatest != nullptr) *greatest = ctx->priority_greatest;
+  });
+}
+
+kf_result_t kf_context_get_memory_stats(const kf_context_t* ctx, kf_memory_stats_t* stats) {
+  return kf::api_call([&] {
+    kf::checked(ctx, "ctx");
+    KF_REQUIRE_ARG(stats != nullptr, "stats is NULL");
+    KF_REQUIRE_ARG(stats->struct_size >= kf::kMinMemoryStatsSize,
+                   "stats->struct_size is %zu; set it to sizeof(kf_memory_stats_t) (at least %zu)",
+                   stats->struct_size, kf::kMinMemoryStatsSize);
+    kf_memory_stats_t full{};
+    ctx->pool->stats(&full);
+    // Every field after struct_size is a uint64_t: copy those the caller's layout holds.
+    size_t fits = std::min(stats->struct_size, sizeof(full)) - sizeof(size_t);
+    fits -= fits % sizeof(uint64_t);
+    std::memcpy(reinterpret_cast<char*>(stats) + sizeof(size_t),
+                reinterpret_cast<const char*>(&full) + sizeof(size_t), fits);
+  });
+}
+
+kf_result_t kf_context_reset_peak_memory(kf_context_t* ctx) {
+  return kf::api_call([&] {
+    kf::checked(ctx, "ctx");
+    ctx->pool->reset_peak();
+  });
+}
+
+kf_result_t kf_context_trim_memory(kf_context_t* ctx, uint64_t keep_bytes) {
+  return kf::api_call([&] {
+    kf::checked(ctx, "ctx");
+    if (ctx->is_cuda()) {
+      kf::activate(ctx);
+      std::lock_guard<std::mutex> lock(ctx->mutex);
+      kf::synchronize_locked(ctx);  // pending frees must complete before their blocks can go
+    }
+    ctx->pool->trim(keep_bytes);
+  });
+}
+
+}  // extern "C"

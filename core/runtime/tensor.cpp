@@ -1,0 +1,251 @@
+// Tensor lifetime: pool-allocated tensors, borrowed memory, views, and destruction in stream
+// order; plus the read-only queries.
+#include <cinttypes>
+#include <cstring>
+
+#include "core/runtime/context.hpp"
+#include "core/runtime/cuda/cuda_api.hpp"
+#include "core/runtime/error.hpp"
+#include "core/runtime/handle.hpp"
+#include "core/runtime/tensor.hpp"
+#include "kernel_fusion/runtime.h"
+
+namespace kf {
+
+kf_tensor_t* adopt_tensor(std::unique_ptr<kf_tensor_t> t) {
+  kf_context_t* ctx = t->ctx;
+  std::lock_guard<std::mutex> lock(ctx->mutex);
+  ctx->tensors.insert(t.get());
+  try {
+    register_handle(t.get(), HandleKind::tensor);
+  } catch (...) {
+    ctx->tensors.erase(t.get());
+    throw;
+  }
+  return t.release();
+}
+
+void delete_tensor(kf_tensor_t* t) noexcept {
+  if (t->storage != nullptr && t->storage.use_count() == 1 && t->ctx->is_cuda() &&
+      t->home != nullptr) {
+    try {
+      activate(t->ctx);
+      order_after_all_streams(t->ctx, t->home);
+      t->storage->release_stream = t->home->native;
+    } catch (...) {
+      // Without the ordering, the release falls back to waiting for the device.
+    }
+  }
+  delete t;
+}
+
+namespace {
+
+kf_tensor_t* create_tensor(kf_context_t* ctx, const kf_tensor_desc_t* desc, kf_stream_t* s) {
+  int64_t span = 0;
+  kf_tensor_desc_t d = normalize_desc(desc, "desc", &span);
+  kf_stream_t* home = resolve_stream(ctx, s, "s");
+  size_t bytes = static_cast<size_t>(span) * dtype_size(d.dtype);
+  activate(ctx);
+
+  auto storage = std::make_shared<Storage>();
+  storage->device_type = ctx->device_type;
+  storage->device_id = ctx->device_id;
+  std::shared_ptr<MemoryPool> pool = ctx->pool;
+  Storage* self = storage.get();
+  std::function<void()> release = [pool, self] {
+    if (self->device_type == KF_DEVICE_CUDA) {
+      try {
+        cuda::set_device(self->device_id);
+      } catch (...) {
+      }
+    }
+    pool->deallocate(self->base, self->bytes, self->release_stream);
+    cuda::event_destroy(self->ready_event);
+  };
+  storage->base = ctx->pool->allocate(bytes, home->native);
+  storage->bytes = bytes;
+  storage->release = std::move(release);  // from here on the storage frees the block
+  if (ctx->is_cuda()) {
+    storage->ready_event = cuda::event_create(false);
+    cuda::event_record(storage->ready_event, home->native);
+  }
+
+  auto t = std::make_unique<kf_tensor_t>();
+  t->ctx = ctx;
+  t->desc = d;
+  t->data = storage->base;
+  t->ready_event = storage->ready_event;
+  t->home = home;
+  t->storage = std::move(storage);
+  return adopt_tensor(std::move(t));
+}
+
+}  // namespace
+}  // namespace kf
+
+extern "C" {
+
+kf_result_t kf_tensor_create(kf_context_t* ctx, const kf_tensor_desc_t* desc, kf_tensor_t** out) {
+  return kf::api_call([&] {
+    kf::checked(ctx, "ctx");
+    KF_REQUIRE_ARG(out != nullptr, "out is NULL");
+    *out = kf::create_tensor(ctx, desc, nullptr);
+  });
+}
+
+kf_result_t kf_tensor_create_async(kf_context_t* ctx, const kf_tensor_desc_t* desc, kf_stream_t* s,
+                                   kf_tensor_t** out) {
+  return kf::api_call([&] {
+    kf::checked(ctx, "ctx");
+    KF_REQUIRE_ARG(out != nullptr, "out is NULL");
+    *out = kf::create_tensor(ctx, desc, s);
+  });
+}
+
+kf_result_t kf_tensor_wrap(kf_context_t* ctx, const kf_tensor_desc_t* desc, void* data,
+                           size_t capacity_bytes, kf_deleter_fn deleter, void* user_data,
+                           kf_tensor_t** out) {
+  return kf::api_call([&] {
+    kf::checked(ctx, "ctx");
+    KF_REQUIRE_ARG(out != nullptr, "out is NULL");
+    int64_t span = 0;
+    kf_tensor_desc_t d = kf::normalize_desc(desc, "desc", &span);
+    size_t elem = kf::dtype_size(d.dtype);
+    size_t reach = static_cast<size_t>(span) * elem;
+    KF_REQUIRE_ARG(span == 0 || data != nullptr, "data is NULL but desc (shape %s) has elements",
+                   kf::shape_string(d).c_str());
+    KF_REQUIRE_ARG(
+        reach <= capacity_bytes,
+        "desc (shape %s, strides %s, %s) reaches %zu bytes from data but capacity_bytes is %zu",
+        kf::shape_string(d).c_str(), kf::strides_string(d).c_str(), kf::dtype_name(d.dtype), reach,
+        capacity_bytes);
+    KF_REQUIRE_ARG(reinterpret_cast<uintptr_t>(data) % elem == 0,
+                   "data (%p) is not aligned to the %zu-byte %s element", data, elem,
+                   kf::dtype_name(d.dtype));
+    if (ctx->is_cuda() && span > 0) {
+      kf::activate(ctx);
+      kf::cuda::check_device_pointer(data, ctx->device_id, "data");
+    }
+
+    auto storage = std::make_shared<kf::Storage>();
+    storage->base = data;
+    storage->bytes = capacity_bytes;
+    storage->device_type = ctx->device_type;
+    storage->device_id = ctx->device_id;
+    std::function<void()> release;
+    if (deleter != nullptr) {
+      kf::Storage* self = storage.get();
+      release = [self, deleter, data, user_data] {
+        if (self->device_type == KF_DEVICE_CUDA) {
+          // The owner may free or reuse the memory at once: let enqueued work finish first.
+          try {
+            kf::cuda::set_device(self->device_id);
+          } catch (...) {
+          }
+          kf::cuda::synchronize_quietly(self->release_stream);
+        }
+        deleter(data, user_data);
+      };
+    }
+    auto t = std::make_unique<kf_tensor_t>();
+    t->ctx = ctx;
+    t->desc = d;
+    t->data = data;
+    t->home = ctx->default_stream;
+    t->storage = storage;
+    kf_tensor_t* handle = kf::adopt_tensor(std::move(t));
+    storage->release = std::move(release);  // only now: a failed wrap never calls the deleter
+    *out = handle;
+  });
+}
+
+kf_result_t kf_tensor_create_view(const kf_tensor_t* base, const kf_tensor_desc_t* desc,
+                                  int64_t offset_elements, kf_tensor_t** out) {
+  return kf::api_call([&] {
+    kf::checked(base, "base");
+    KF_REQUIRE_ARG(out != nullptr, "out is NULL");
+    int64_t span = 0;
+    kf_tensor_desc_t d = kf::normalize_desc(desc, "desc", &span);
+    KF_REQUIRE(d.dtype == base->desc.dtype, KF_ERROR_DTYPE_MISMATCH,
+               "desc->dtype is %s but base is %s", kf::dtype_name(d.dtype),
+               kf::dtype_name(base->desc.dtype));
+    KF_REQUIRE_ARG(offset_elements >= 0, "offset_elements is %" PRId64 "; it must be non-negative",
+                   offset_elements);
+    const kf::Storage& storage = *base->storage;
+    size_t elem = kf::dtype_size(d.dtype);
+    uint64_t base_offset = base->data == nullptr
+                               ? 0
+                               : static_cast<uint64_t>(static_cast<const char*>(base->data) -
+                                                       static_cast<const char*>(storage.base));
+    uint64_t end = 0;  // bytes from the storage's start to the end of the view
+    bool overflow = __builtin_add_overflow(static_cast<uint64_t>(offset_elements),
+                                           static_cast<uint64_t>(span), &end) ||
+                    __builtin_mul_overflow(end, static_cast<uint64_t>(elem), &end) ||
+                    __builtin_add_overflow(end, base_offset, &end);
+    KF_REQUIRE_ARG(!overflow && end <= storage.bytes,
+                   "the view (shape %s, strides %s, offset %" PRId64
+                   " elements) reaches %llu bytes into base's memory, which holds %zu bytes",
+                   kf::shape_string(d).c_str(), kf::strides_string(d).c_str(), offset_elements,
+                   static_cast<unsigned long long>(end), storage.bytes);
+    auto t = std::make_unique<kf_tensor_t>();
+    t->ctx = base->ctx;
+    t->desc = d;
+    t->data = base->data == nullptr && offset_elements == 0
+                  ? nullptr
+                  : static_cast<char*>(storage.base) + base_offset +
+                        static_cast<uint64_t>(offset_elements) * elem;
+    t->storage = base->storage;
+    t->read_only = base->read_only;
+    t->ready_event = base->ready_event;
+    t->home = base->home;
+    *out = kf::adopt_tensor(std::move(t));
+  });
+}
+
+kf_result_t kf_tensor_destroy(kf_tensor_t* t) {
+  return kf::api_call([&] {
+    if (t == nullptr) return;
+    kf::checked(t, "t");
+    {
+      std::lock_guard<std::mutex> lock(t->ctx->mutex);
+      t->ctx->tensors.erase(t);
+    }
+    kf::unregister_handle(t);
+    kf::delete_tensor(t);
+  });
+}
+
+kf_result_t kf_tensor_get_desc(const kf_tensor_t* t, kf_tensor_desc_t* out) {
+  return kf::api_call([&] {
+    kf::checked(t, "t");
+    KF_REQUIRE_ARG(out != nullptr, "out is NULL");
+    *out = t->desc;
+  });
+}
+
+kf_result_t kf_tensor_get_data(const kf_tensor_t* t, void** out) {
+  return kf::api_call([&] {
+    kf::checked(t, "t");
+    KF_REQUIRE_ARG(out != nullptr, "out is NULL");
+    *out = t->data;
+  });
+}
+
+kf_result_t kf_tensor_get_device(const kf_tensor_t* t, kf_device_type_t* type, int32_t* device_id) {
+  return kf::api_call([&] {
+    kf::checked(t, "t");
+    if (type != nullptr) *type = t->ctx->device_type;
+    if (device_id != nullptr) *device_id = t->ctx->device_id;
+  });
+}
+
+kf_result_t kf_tensor_get_context(const kf_tensor_t* t, kf_context_t** out) {
+  return kf::api_call([&] {
+    kf::checked(t, "t");
+    KF_REQUIRE_ARG(out != nullptr, "out is NULL");
+    *out = t->ctx;
+  });
+}
+
+}  // extern "C"

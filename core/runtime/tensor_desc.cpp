@@ -1,0 +1,204 @@
+// Tensor descriptors: dtypes, validation and normalisation of shapes and strides, and the
+// checks every entry point applies to the tensors it is given.
+#include <cinttypes>
+#include <cstdint>
+#include <string>
+
+#include "core/runtime/context.hpp"
+#include "core/runtime/cuda/cuda_api.hpp"
+#include "core/runtime/error.hpp"
+#include "core/runtime/handle.hpp"
+#include "core/runtime/tensor.hpp"
+#include "kernel_fusion/runtime.h"
+
+namespace kf {
+
+size_t dtype_size(kf_dtype_t dtype) noexcept {
+  switch (dtype) {
+    case KF_DTYPE_FLOAT32: return 4;
+    case KF_DTYPE_FLOAT16: return 2;
+    case KF_DTYPE_BFLOAT16: return 2;
+    case KF_DTYPE_FLOAT64: return 8;
+    case KF_DTYPE_INT8: return 1;
+    case KF_DTYPE_UINT8: return 1;
+    case KF_DTYPE_INT32: return 4;
+    case KF_DTYPE_INT64: return 8;
+  }
+  return 0;
+}
+
+const char* dtype_name(kf_dtype_t dtype) noexcept {
+  switch (dtype) {
+    case KF_DTYPE_FLOAT32: return "float32";
+    case KF_DTYPE_FLOAT16: return "float16";
+    case KF_DTYPE_BFLOAT16: return "bfloat16";
+    case KF_DTYPE_FLOAT64: return "float64";
+    case KF_DTYPE_INT8: return "int8";
+    case KF_DTYPE_UINT8: return "uint8";
+    case KF_DTYPE_INT32: return "int32";
+    case KF_DTYPE_INT64: return "int64";
+  }
+  return "unknown dtype";
+}
+
+bool is_floating(kf_dtype_t dtype) noexcept {
+  return dtype == KF_DTYPE_FLOAT32 || dtype == KF_DTYPE_FLOAT16 || dtype == KF_DTYPE_BFLOAT16 ||
+         dtype == KF_DTYPE_FLOAT64;
+}
+
+int64_t element_count(const kf_tensor_desc_t& desc) noexcept {
+  int64_t n = 1;
+  for (int32_t i = 0; i < desc.ndim; ++i) n *= desc.shape[i];
+  return n;
+}
+
+bool is_contiguous(const kf_tensor_desc_t& desc) noexcept {
+  if (element_count(desc) == 0) return true;
+  int64_t expected = 1;
+  for (int32_t i = desc.ndim - 1; i >= 0; --i) {
+    if (desc.shape[i] != 1 && desc.strides[i] != expected) return false;
+    expected *= desc.shape[i];
+  }
+  return true;
+}
+
+namespace {
+std::string list_string(const int64_t* values, int32_t n) {
+  std::string s = "[";
+  for (int32_t i = 0; i < n; ++i) {
+    if (i > 0) s += ",";
+    s += std::to_string(values[i]);
+  }
+  return s + "]";
+}
+}  // namespace
+
+std::string shape_string(const kf_tensor_desc_t& desc) {
+  return list_string(desc.shape, desc.ndim);
+}
+std::string strides_string(const kf_tensor_desc_t& desc) {
+  return list_string(desc.strides, desc.ndim);
+}
+
+kf_tensor_desc_t normalize_desc(const kf_tensor_desc_t* desc, const char* name,
+                                int64_t* span_elements) {
+  KF_REQUIRE_ARG(desc != nullptr, "%s is NULL", name);
+  KF_REQUIRE_ARG(desc->ndim >= 0 && desc->ndim <= KF_MAX_DIMS, "%s->ndim is %d; it must be 0 to %d",
+                 name, desc->ndim, KF_MAX_DIMS);
+  int raw_dtype = raw_enum(desc->dtype);
+  KF_REQUIRE_ARG(raw_dtype >= KF_DTYPE_FLOAT32 && raw_dtype <= KF_DTYPE_INT64,
+                 "%s->dtype %d is not a kf_dtype_t", name, raw_dtype);
+  size_t elem = dtype_size(desc->dtype);
+  kf_tensor_desc_t out{};
+  out.ndim = desc->ndim;
+  out.dtype = desc->dtype;
+  bool all_zero = true;
+  bool empty = false;
+  for (int32_t i = 0; i < desc->ndim; ++i) {
+    KF_REQUIRE_ARG(desc->shape[i] >= 0,
+                   "%s->shape[%d] is %" PRId64 "; dimensions must be non-negative", name, i,
+                   desc->shape[i]);
+    KF_REQUIRE_ARG(desc->strides[i] >= 0,
+                   "%s->strides[%d] is %" PRId64 "; strides must be non-negative", name, i,
+                   desc->strides[i]);
+    out.shape[i] = desc->shape[i];
+    all_zero = all_zero && desc->strides[i] == 0;
+    empty = empty || desc->shape[i] == 0;
+  }
+  if (all_zero) {
+    // Row-major; an empty dimension counts as 1 so that strides stay meaningful.
+    int64_t stride = 1;
+    for (int32_t i = desc->ndim - 1; i >= 0; --i) {
+      out.strides[i] = stride;
+      int64_t dim = desc->shape[i] > 0 ? desc->shape[i] : 1;
+      KF_REQUIRE_ARG(!__builtin_mul_overflow(stride, dim, &stride),
+                     "%s has shape %s whose element count overflows", name,
+                     shape_string(out).c_str());
+    }
+  } else {
+    for (int32_t i = 0; i < desc->ndim; ++i) out.strides[i] = desc->strides[i];
+  }
+  int64_t span = 0;
+  if (!empty) {
+    int64_t count = 1, last = 0;
+    for (int32_t i = 0; i < desc->ndim; ++i) {
+      int64_t reach = 0;
+      KF_REQUIRE_ARG(!__builtin_mul_overflow(count, out.shape[i], &count),
+                     "%s has shape %s whose element count overflows", name,
+                     shape_string(out).c_str());
+      KF_REQUIRE_ARG(!__builtin_mul_overflow(out.shape[i] - 1, out.strides[i], &reach) &&
+                         !__builtin_add_overflow(last, reach, &last),
+                     "%s has shape %s and strides %s whose extent overflows", name,
+                     shape_string(out).c_str(), strides_string(out).c_str());
+    }
+    span = last + 1;
+    int64_t bytes = 0;
+    KF_REQUIRE_ARG(span > 0 && !__builtin_mul_overflow(span, static_cast<int64_t>(elem), &bytes) &&
+                       static_cast<uint64_t>(bytes) <= SIZE_MAX,
+                   "%s (shape %s, strides %s, %s) needs a byte size that overflows", name,
+                   shape_string(out).c_str(), strides_string(out).c_str(), dtype_name(out.dtype));
+  }
+  if (span_elements != nullptr) *span_elements = span;
+  return out;
+}
+
+const kf_tensor_t* checked_tensor(const kf_tensor_t* t, const kf_context_t* ctx, const char* name) {
+  checked(t, name);
+  KF_REQUIRE(ctx == nullptr || t->ctx == ctx, KF_ERROR_DEVICE_MISMATCH,
+             "tensor '%s' belongs to another context", name);
+  return t;
+}
+
+kf_tensor_t* checked_output(kf_tensor_t* t, const kf_context_t* ctx, const char* name) {
+  checked_tensor(t, ctx, name);
+  KF_REQUIRE_ARG(!t->read_only, "tensor '%s' is read-only and cannot be written", name);
+  for (int32_t i = 0; i < t->desc.ndim; ++i) {
+    KF_REQUIRE_ARG(t->desc.strides[i] != 0 || t->desc.shape[i] <= 1,
+                   "tensor '%s' has stride 0 on dimension %d (size %" PRId64
+                   "): a broadcast view cannot be written",
+                   name, i, t->desc.shape[i]);
+  }
+  return t;
+}
+
+void prepare_for_stream(const kf_tensor_t* t, kf_stream_t* s) {
+  if (t->ready_event == nullptr || s == t->home) return;
+  cuda::stream_wait_event(s->native, t->ready_event);
+}
+
+namespace {
+// [first, end) bytes reached by a tensor; empty for a tensor without elements.
+void byte_range(const kf_tensor_t* t, uintptr_t* first, uintptr_t* end) {
+  *first = reinterpret_cast<uintptr_t>(t->data);
+  *end = *first;
+  if (element_count(t->desc) == 0) return;
+  uint64_t last = 0;
+  for (int32_t i = 0; i < t->desc.ndim; ++i)
+    last += static_cast<uint64_t>(t->desc.shape[i] - 1) * t->desc.strides[i];
+  *end = *first + (last + 1) * dtype_size(t->desc.dtype);
+}
+}  // namespace
+
+bool may_overlap(const kf_tensor_t* x, const kf_tensor_t* y) noexcept {
+  uintptr_t x0, x1, y0, y1;
+  byte_range(x, &x0, &x1);
+  byte_range(y, &y0, &y1);
+  return x0 < x1 && y0 < y1 && x0 < y1 && y0 < x1;
+}
+
+bool same_view(const kf_tensor_t* x, const kf_tensor_t* y) noexcept {
+  if (x->data != y->data || x->desc.ndim != y->desc.ndim || x->desc.dtype != y->desc.dtype)
+    return false;
+  for (int32_t i = 0; i < x->desc.ndim; ++i) {
+    if (x->desc.shape[i] != y->desc.shape[i]) return false;
+    if (x->desc.shape[i] > 1 && x->desc.strides[i] != y->desc.strides[i]) return false;
+  }
+  return true;
+}
+
+}  // namespace kf
+
+extern "C" size_t kf_dtype_size(kf_dtype_t dtype) {
+  int raw = kf::raw_enum(dtype);
+  return raw >= KF_DTYPE_FLOAT32 && raw <= KF_DTYPE_INT64 ? kf::dtype_size(dtype) : 0;
+}

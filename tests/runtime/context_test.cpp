@@ -1,0 +1,211 @@
+// Contexts: creation from configs of every layout, devices, teardown of children, handle checks.
+#include <cstddef>
+
+#include "tests/common/test_util.hpp"
+
+namespace {
+
+using kf_test::device_under_test;
+
+kf_context_t* const kSentinelContext = reinterpret_cast<kf_context_t*>(uintptr_t{0x5a5a5a5a});
+
+int32_t cuda_device_count() {
+  int32_t count = 0;
+  EXPECT_EQ(kf_get_device_count(KF_DEVICE_CUDA, &count), KF_SUCCESS);
+  return count;
+}
+
+TEST(Context, CreateOnDeviceUnderTest) {
+  KF_REQUIRE_DEVICE();
+  kf_context_config_t config = KF_CONTEXT_CONFIG_INIT;
+  config.device_type = device_under_test();
+  kf_context_t* ctx = nullptr;
+  KF_ASSERT_OK(kf_context_create(&config, &ctx));
+  kf_device_type_t type = static_cast<kf_device_type_t>(-1);
+  int32_t id = -1;
+  KF_ASSERT_OK(kf_context_get_device(ctx, &type, &id));
+  EXPECT_EQ(type, device_under_test());
+  EXPECT_EQ(id, 0);
+  KF_ASSERT_OK(kf_context_get_device(ctx, nullptr, nullptr));
+  KF_ASSERT_OK(kf_context_synchronize(ctx));
+  KF_ASSERT_OK(kf_context_destroy(ctx));
+}
+
+TEST(Context, NullConfigPicksCudaWhenPresentElseCpu) {
+  kf_context_t* ctx = nullptr;
+  KF_ASSERT_OK(kf_context_create(nullptr, &ctx));
+  kf_device_type_t type;
+  KF_ASSERT_OK(kf_context_get_device(ctx, &type, nullptr));
+  EXPECT_EQ(type, cuda_device_count() > 0 ? KF_DEVICE_CUDA : KF_DEVICE_CPU);
+  KF_ASSERT_OK(kf_context_destroy(ctx));
+}
+
+TEST(Context, CudaWithoutDeviceIsNoDevice) {
+  if (cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is present";
+  kf_context_config_t config = KF_CONTEXT_CONFIG_INIT;
+  config.device_type = KF_DEVICE_CUDA;
+  kf_context_t* ctx = kSentinelContext;
+  // Also in a CPU-only build: no usable CUDA device either way.
+  KF_EXPECT_ERR(kf_context_create(&config, &ctx), KF_ERROR_NO_DEVICE);
+  EXPECT_EQ(ctx, kSentinelContext);
+  EXPECT_NE(std::string(kf_get_last_error_message()).find("CUDA"), std::string::npos);
+}
+
+TEST(Context, CudaDeviceIdOutOfRange) {
+  int32_t count = cuda_device_count();
+  if (count == 0) GTEST_SKIP() << "no CUDA device present";
+  kf_context_config_t config = KF_CONTEXT_CONFIG_INIT;
+  config.device_type = KF_DEVICE_CUDA;
+  config.device_id = count;
+  kf_context_t* ctx = kSentinelContext;
+  KF_EXPECT_ERR(kf_context_create(&config, &ctx), KF_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(ctx, kSentinelContext);
+}
+
+TEST(Context, CreateErrorsLeaveOutUntouched) {
+  kf_context_config_t config = KF_CONTEXT_CONFIG_INIT;
+  KF_EXPECT_ERR(kf_context_create(&config, nullptr), KF_ERROR_INVALID_ARGUMENT);
+  kf_context_t* ctx = kSentinelContext;
+
+  config.struct_size = sizeof(size_t);
+  KF_EXPECT_ERR(kf_context_create(&config, &ctx), KF_ERROR_VERSION_MISMATCH);
+  config.struct_size = 0;
+  KF_EXPECT_ERR(kf_context_create(&config, &ctx), KF_ERROR_VERSION_MISMATCH);
+
+  config = KF_CONTEXT_CONFIG_INIT;
+  config.device_id = 1;
+  KF_EXPECT_ERR(kf_context_create(&config, &ctx), KF_ERROR_INVALID_ARGUMENT);
+  config = KF_CONTEXT_CONFIG_INIT;
+  config.device_type = static_cast<kf_device_type_t>(7);
+  KF_EXPECT_ERR(kf_context_create(&config, &ctx), KF_ERROR_INVALID_ARGUMENT);
+  config = KF_CONTEXT_CONFIG_INIT;
+  config.cpu_threads = -2;
+  KF_EXPECT_ERR(kf_context_create(&config, &ctx), KF_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(ctx, kSentinelContext);
+}
+
+TEST(Context, OlderConfigLayoutReadsOnlyWhatFits) {
+  KF_REQUIRE_DEVICE();
+  // A caller compiled against a layout that ends after device_id: the garbage after it is ignored.
+  kf_context_config_t config;
+  std::memset(&config, 0x7f, sizeof(config));
+  config.struct_size = offsetof(kf_context_config_t, device_id) + sizeof(int32_t);
+  config.device_type = device_under_test();
+  config.device_id = 0;
+  kf_context_t* ctx = nullptr;
+  KF_ASSERT_OK(kf_context_create(&config, &ctx));
+  kf_memory_stats_t stats{};
+  stats.struct_size = sizeof(stats);
+  KF_ASSERT_OK(kf_context_get_memory_stats(ctx, &stats));
+  EXPECT_EQ(stats.limit_bytes, 0u);
+  KF_ASSERT_OK(kf_context_destroy(ctx));
+
+  // A newer, larger layout is accepted too.
+  struct Newer {
+    kf_context_config_t base;
+    uint64_t future_field;
+  } newer{};
+  newer.base = KF_CONTEXT_CONFIG_INIT;
+  newer.base.struct_size = sizeof(newer);
+  newer.base.device_type = device_under_test();
+  newer.future_field = 123;
+  KF_ASSERT_OK(kf_context_create(&newer.base, &ctx));
+  KF_ASSERT_OK(kf_context_destroy(ctx));
+}
+
+TEST(Context, CpuThreadsConfig) {
+  kf_context_config_t config = KF_CONTEXT_CONFIG_INIT;
+  config.cpu_threads = 3;
+  kf_context_t* ctx = nullptr;
+  KF_ASSERT_OK(kf_context_create(&config, &ctx));
+  KF_ASSERT_OK(kf_context_destroy(ctx));
+}
+
+TEST(Context, DestroyChecksHandles) {
+  KF_REQUIRE_DEVICE();
+  KF_ASSERT_OK(kf_context_destroy(nullptr));
+  kf_test::Context holder;
+  ASSERT_NE(holder.ctx, nullptr);
+  kf_context_t* ctx = nullptr;
+  kf_context_config_t config = KF_CONTEXT_CONFIG_INIT;
+  KF_ASSERT_OK(kf_context_create(&config, &ctx));
+  KF_ASSERT_OK(kf_context_destroy(ctx));
+  KF_EXPECT_ERR(kf_context_destroy(ctx), KF_ERROR_INVALID_HANDLE);  // destroyed
+  KF_EXPECT_ERR(kf_context_synchronize(ctx), KF_ERROR_INVALID_HANDLE);
+  int not_a_handle = 0;
+  KF_EXPECT_ERR(kf_context_destroy(reinterpret_cast<kf_context_t*>(&not_a_handle)),
+                KF_ERROR_INVALID_HANDLE);
+  // Wrong kind: a stream passed as a context.
+  kf_stream_t* s = nullptr;
+  KF_ASSERT_OK(kf_stream_create(holder, nullptr, &s));
+  KF_EXPECT_ERR(kf_context_destroy(reinterpret_cast<kf_context_t*>(s)), KF_ERROR_INVALID_HANDLE);
+  EXPECT_NE(std::string(kf_get_last_error_message()).find("stream"), std::string::npos);
+  KF_ASSERT_OK(kf_stream_destroy(s));
+}
+
+TEST(Context, QueriesCheckHandles) {
+  kf_context_t* bogus = kSentinelContext;
+  kf_device_type_t type = KF_DEVICE_CUDA;  // sentinel
+  KF_EXPECT_ERR(kf_context_get_device(bogus, &type, nullptr), KF_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(type, KF_DEVICE_CUDA);
+  int32_t least = 77, greatest = 77;
+  KF_EXPECT_ERR(kf_context_get_stream_priority_range(bogus, &least, &greatest),
+                KF_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(least, 77);
+  kf_memory_stats_t stats{};
+  stats.struct_size = sizeof(stats);
+  KF_EXPECT_ERR(kf_context_get_memory_stats(bogus, &stats), KF_ERROR_INVALID_HANDLE);
+  KF_EXPECT_ERR(kf_context_reset_peak_memory(bogus), KF_ERROR_INVALID_HANDLE);
+  KF_EXPECT_ERR(kf_context_trim_memory(bogus, 0), KF_ERROR_INVALID_HANDLE);
+  KF_EXPECT_ERR(kf_context_synchronize(nullptr), KF_ERROR_INVALID_HANDLE);
+}
+
+TEST(Context, PriorityRange) {
+  KF_REQUIRE_DEVICE();
+  kf_test::Context ctx;
+  int32_t least = 77, greatest = 77;
+  KF_ASSERT_OK(kf_context_get_stream_priority_range(ctx, &least, &greatest));
+  EXPECT_GE(least, greatest);
+  if (device_under_test() == KF_DEVICE_CPU) {
+    EXPECT_EQ(least, 0);
+    EXPECT_EQ(greatest, 0);
+  }
+  KF_ASSERT_OK(kf_context_get_stream_priority_range(ctx, nullptr, nullptr));
+}
+
+void count_deleter(void* /*data*/, void* user_data) { ++*static_cast<int*>(user_data); }
+
+TEST(Context, DestroyReleasesEveryChild) {
+  KF_REQUIRE_DEVICE();
+  kf_context_config_t config = KF_CONTEXT_CONFIG_INIT;
+  config.device_type = device_under_test();
+  kf_context_t* ctx = nullptr;
+  KF_ASSERT_OK(kf_context_create(&config, &ctx));
+  kf_stream_t* s = nullptr;
+  kf_event_t* e = nullptr;
+  kf_tensor_t* t = nullptr;
+  kf_tensor_t* view = nullptr;
+  kf_tensor_t* wrapped = nullptr;
+  KF_ASSERT_OK(kf_stream_create(ctx, nullptr, &s));
+  KF_ASSERT_OK(kf_event_create(ctx, &e));
+  KF_ASSERT_OK(kf_event_record(e, s));
+  kf_tensor_desc_t desc = kf_test::make_desc(KF_DTYPE_FLOAT32, {16, 4});
+  KF_ASSERT_OK(kf_tensor_create_async(ctx, &desc, s, &t));
+  kf_tensor_desc_t row = kf_test::make_desc(KF_DTYPE_FLOAT32, {4});
+  KF_ASSERT_OK(kf_tensor_create_view(t, &row, 8, &view));
+  void* memory = nullptr;
+  KF_ASSERT_OK(kf_tensor_get_data(t, &memory));
+  int deleted = 0;
+  KF_ASSERT_OK(
+      kf_tensor_wrap(ctx, &row, memory, 16 * sizeof(float), &count_deleter, &deleted, &wrapped));
+  KF_ASSERT_OK(kf_context_destroy(ctx));
+  EXPECT_EQ(deleted, 1);
+  KF_EXPECT_ERR(kf_stream_destroy(s), KF_ERROR_INVALID_HANDLE);
+  KF_EXPECT_ERR(kf_event_destroy(e), KF_ERROR_INVALID_HANDLE);
+  KF_EXPECT_ERR(kf_tensor_destroy(t), KF_ERROR_INVALID_HANDLE);
+  KF_EXPECT_ERR(kf_tensor_destroy(view), KF_ERROR_INVALID_HANDLE);
+  KF_EXPECT_ERR(kf_tensor_destroy(wrapped), KF_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(deleted, 1);
+}
+
+}  // namespace

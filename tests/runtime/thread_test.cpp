@@ -1,0 +1,127 @@
+// Eight threads share one context: streams, events, tensors, views and copies concurrently.
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "tests/common/test_util.hpp"
+
+namespace {
+
+using kf_test::make_desc;
+
+// Records the first failure of any thread (gtest assertions are only safe on the main thread).
+struct Failures {
+  std::mutex mutex;
+  std::string first;
+  std::atomic<int> count{0};
+  void add(const std::string& what) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (count++ == 0) first = what;
+  }
+};
+
+#define KF_THREAD_CHECK(expr)                                                \
+  do {                                                                       \
+    kf_result_t r_ = (expr);                                                 \
+    if (r_ != KF_SUCCESS) {                                                  \
+      failures.add(std::string(#expr) + ": " + kf_result_string(r_) + ": " + \
+                   kf_get_last_error_message());                             \
+      return;                                                                \
+    }                                                                        \
+  } while (0)
+
+void worker(kf_context_t* ctx, int id, Failures& failures) {
+  kf_stream_t* s = nullptr;
+  kf_stream_config_t config = KF_STREAM_CONFIG_INIT;
+  config.priority = id % 2 == 0 ? -1 : 0;
+  KF_THREAD_CHECK(kf_stream_create(ctx, &config, &s));
+  kf_event_t* e = nullptr;
+  KF_THREAD_CHECK(kf_event_create(ctx, &e));
+  for (int iter = 0; iter < 25; ++iter) {
+    const int64_t rows = 17 + id, cols = 9 + iter % 5;
+    kf_tensor_desc_t d = make_desc(KF_DTYPE_FLOAT32, {rows, cols});
+    kf_tensor_t* t = nullptr;
+    if (iter % 2 == 0) {
+      KF_THREAD_CHECK(kf_tensor_create_async(ctx, &d, s, &t));
+    } else {
+      KF_THREAD_CHECK(kf_tensor_create(ctx, &d, &t));
+    }
+    std::vector<float> in(static_cast<size_t>(rows * cols)), out(in.size(), -1.0f);
+    for (size_t i = 0; i < in.size(); ++i)
+      in[i] = static_cast<float>(id * 1000 + iter) + 0.25f * static_cast<float>(i);
+    KF_THREAD_CHECK(kf_tensor_copy_from_host(t, in.data(), in.size() * 4, s));
+    KF_THREAD_CHECK(kf_event_record(e, s));
+    KF_THREAD_CHECK(kf_event_synchronize(e));
+    KF_THREAD_CHECK(kf_tensor_copy_to_host(t, out.data(), out.size() * 4, s));
+    if (in != out) {
+      failures.add("thread " + std::to_string(id) + " iteration " + std::to_string(iter) +
+                   ": data mismatch");
+      return;
+    }
+    // A transposed view read back on the default stream.
+    kf_tensor_desc_t td = make_desc(KF_DTYPE_FLOAT32, {cols, rows}, {1, cols});
+    kf_tensor_t* view = nullptr;
+    KF_THREAD_CHECK(kf_tensor_create_view(t, &td, 0, &view));
+    KF_THREAD_CHECK(kf_tensor_destroy(t));
+    KF_THREAD_CHECK(kf_tensor_copy_to_host(view, out.data(), out.size() * 4, nullptr));
+    for (int64_t i = 0; i < cols; ++i) {
+      for (int64_t j = 0; j < rows; ++j) {
+        if (out[static_cast<size_t>(i * rows + j)] != in[static_cast<size_t>(j * cols + i)]) {
+          failures.add("thread " + std::to_string(id) + ": transposed view mismatch");
+          return;
+        }
+      }
+    }
+    KF_THREAD_CHECK(kf_tensor_destroy(view));
+    kf_memory_stats_t stats{};
+    stats.struct_size = sizeof(stats);
+    KF_THREAD_CHECK(kf_context_get_memory_stats(ctx, &stats));
+  }
+  KF_THREAD_CHECK(kf_stream_synchronize(s));
+  KF_THREAD_CHECK(kf_event_destroy(e));
+  KF_THREAD_CHECK(kf_stream_destroy(s));
+}
+
+TEST(Threads, EightThreadsShareOneContext) {
+  KF_REQUIRE_DEVICE();
+  kf_test::Context ctx;
+  ASSERT_NE(ctx.ctx, nullptr);
+  Failures failures;
+  std::vector<std::thread> threads;
+  for (int id = 0; id < 8; ++id) threads.emplace_back(worker, ctx.ctx, id, std::ref(failures));
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(failures.count.load(), 0) << failures.first;
+  KF_ASSERT_OK(kf_context_synchronize(ctx));
+  kf_memory_stats_t stats{};
+  stats.struct_size = sizeof(stats);
+  KF_ASSERT_OK(kf_context_get_memory_stats(ctx, &stats));
+  EXPECT_EQ(stats.in_use_bytes, 0u);
+  EXPECT_EQ(stats.allocation_count, 0u);
+}
+
+TEST(Threads, ContextsCreatedAndDestroyedConcurrently) {
+  KF_REQUIRE_DEVICE();
+  Failures failures;
+  std::vector<std::thread> threads;
+  for (int id = 0; id < 8; ++id) {
+    threads.emplace_back([id, &failures] {
+      for (int iter = 0; iter < 5; ++iter) {
+        kf_context_config_t config = KF_CONTEXT_CONFIG_INIT;
+        config.device_type = kf_test::device_under_test();
+        config.cpu_threads = 2;
+        kf_context_t* ctx = nullptr;
+        KF_THREAD_CHECK(kf_context_create(&config, &ctx));
+        kf_tensor_desc_t d = make_desc(KF_DTYPE_INT32, {64 + id});
+        kf_tensor_t* t = nullptr;
+        KF_THREAD_CHECK(kf_tensor_create(ctx, &d, &t));
+        KF_THREAD_CHECK(kf_context_destroy(ctx));  // destroys t too
+        if (kf_tensor_destroy(t) != KF_ERROR_INVALID_HANDLE)
+          failures.add("tensor survived its context");
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(failures.count.load(), 0) << failures.first;
+}
+
+}  // namespace
