@@ -114,10 +114,7 @@ section "summary"
   printf '%s\n' "${SANITIZER_LINES[@]}"
   echo "ctest:"
   [[ -f $OUT/ctest.log ]] &&
-    awk '/tests passed|tests failed out of|Total Test time/ { print "  " $0; next }
-         /^The following tests/ { print "  " $0; listing = 1; next }
-         listing && /^\t/ { print "  " $0; next }
-         { listing = 0 }' "$OUT/ctest.log"
+    awk -f .ci/ctest_summary.awk "$OUT/ctest.log"
   echo "steps:"
   printf '%s\n' "${STEPS[@]}"
   echo "total ${SECONDS}s"

@@ -121,10 +121,7 @@ summary_lines() {  # the ctest summary of a log (with the lists of failed tests)
     echo "  (no ctest log: $1)"
     return 0
   fi
-  awk '/tests passed|tests failed out of|Total Test time/ { print "  " $0; next }
-       /^The following tests/ { print "  " $0; listing = 1; next }
-       listing && /^\t/ { print "  " $0; next }
-       { listing = 0 }' "$1"
+  awk -f .ci/ctest_summary.awk "$1"
 }
 
 mkdir -p build

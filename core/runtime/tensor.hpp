@@ -2,6 +2,7 @@
 // storage block that owns the memory (pool block or borrowed memory with its deleter).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -42,8 +43,10 @@ struct kf_tensor_t {
   void* data = nullptr;     // first element
   std::shared_ptr<kf::Storage> storage;
   bool read_only = false;
-  void* ready_event =
-      nullptr;  // cudaEvent_t recorded after allocation on the home stream, or nullptr
+  // cudaEvent_t recorded after allocation on the home stream, or nullptr.
+  void* ready_event = nullptr;
+  // Set once ready_event is known to have completed: later uses on other streams skip the wait.
+  mutable std::atomic<bool> ready_done{false};
   kf_stream_t* home = nullptr;  // stream the allocation is ordered on
 };
 

@@ -162,7 +162,14 @@ kf_tensor_t* checked_output(kf_tensor_t* t, const kf_context_t* ctx, const char*
 }
 
 void prepare_for_stream(const kf_tensor_t* t, kf_stream_t* s) {
-  if (t->ready_event == nullptr || s == t->home) return;
+  if (t->ready_event == nullptr || s == t->home || t->ready_done.load(std::memory_order_acquire))
+    return;
+  // Once the allocation has completed no stream needs to wait for it again; until then each use
+  // on a foreign stream enqueues a wait.
+  if (cuda::event_query(t->ready_event)) {
+    t->ready_done.store(true, std::memory_order_release);
+    return;
+  }
   cuda::stream_wait_event(s->native, t->ready_event);
 }
 

@@ -22,13 +22,19 @@ namespace {
 
 // ---- tuning (kept apart from the math) -------------------------------------------------------
 
-template <class S>
+enum class BMode { dense, scalar, bias };
+
+// Measured on H200 with 256 MiB tensors: one vector per operand per thread at full occupancy
+// beat two or four vectors at half or quarter occupancy (same bytes in flight, more warps to hide
+// the activation's arithmetic). f64 activations need more than 32 registers, so f64 runs at half
+// occupancy rather than spill.
+template <class S, BMode Mode>
 struct DensePolicy {
   static constexpr int threads = 256;
-  static constexpr int min_blocks_per_sm = 4;  // caps registers at 64; 1024 resident threads per SM
-  static constexpr int vector_bytes = 16;      // one LDG.128 / STG.128 per access
+  static constexpr int min_blocks_per_sm = sizeof(S) == 8 ? 4 : 8;  // 8: 2048 threads/SM, <= 32 registers
+  static constexpr int vector_bytes = 16;  // one LDG.128 / STG.128 per access
   static constexpr int width = vector_bytes / static_cast<int>(sizeof(S));  // elements per vector
-  static constexpr int unroll = 2;  // vectors per operand in flight per thread (64 B loads in flight)
+  static constexpr int unroll = 1;  // vectors per operand per thread per iteration
 };
 
 struct StridedPolicy {
@@ -73,8 +79,6 @@ union Vector {
 };
 
 // ---- dense kernels ----------------------------------------------------------------------------
-
-enum class BMode { dense, scalar, bias };
 
 template <class S>
 struct DenseArgs {
@@ -243,7 +247,7 @@ void check_launch() { check_cuda(cudaGetLastError(), "elementwise kernel launch"
 
 template <class S, class Op, class Act, BMode Mode>
 void launch_dense(const Plan& p, int sms, cudaStream_t stream) {
-  using Policy = DensePolicy<S>;
+  using Policy = DensePolicy<S, Mode>;
   constexpr int kWidth = Policy::width;
   auto kernel = dense_kernel<Policy, S, Op, Act, Mode>;
   const int blocks_per_sm = resident_blocks(kernel, Policy::threads, Policy::min_blocks_per_sm);
@@ -310,7 +314,7 @@ void run_strided(const Plan& p, int sms, cudaStream_t stream) {
 
 template <class S, class Op, class Act>
 void run_typed(const Plan& p, int sms, cudaStream_t stream) {
-  constexpr int kWidth = DensePolicy<S>::width;
+  constexpr int kWidth = DensePolicy<S, BMode::bias>::width;
   switch (p.layout) {
     case Layout::contiguous:
       if (aligned_alike(p.a, p.out) && aligned_alike(p.b, p.out))

@@ -183,8 +183,8 @@ void run(math::BinaryOp op, kf_context_t* ctx_handle, const kf_tensor_t* a_handl
 
   activate(ctx);  // CUDA: the context's device becomes current (this thread may be new to it)
   prepare_for_stream(a, stream);
-  prepare_for_stream(b, stream);
-  prepare_for_stream(out, stream);
+  if (b != a) prepare_for_stream(b, stream);
+  if (out != a) prepare_for_stream(out, stream);
   if (ctx->is_cuda()) {
 #if defined(KF_WITH_CUDA)
     run_cuda(plan, ctx->device_id, stream->native);

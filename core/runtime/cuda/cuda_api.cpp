@@ -44,6 +44,9 @@ void get_properties(int32_t device, kf_device_properties_t* props) {
 }
 
 void set_device(int32_t device) {
+  // Every entry point calls this; reading the current device is much cheaper than setting it.
+  int current = -1;
+  if (cudaGetDevice(&current) == cudaSuccess && current == device) return;
   check(cudaSetDevice(device), "selecting the CUDA device (cudaSetDevice)");
 }
 
