@@ -36,8 +36,11 @@ temperature.gpu,power.draw,power.limit 2>&1
 
 section "configure + build ($BUILD, sm_90, -j$JOBS)"
 start=$SECONDS
+# The lent machine has no GoogleTest package: a source tree carried in .deps/googletest is built.
+GTEST_ARGS=()
+[[ -f .deps/googletest/CMakeLists.txt ]] && GTEST_ARGS=(-DKF_GTEST_SOURCE_DIR="$PWD/.deps/googletest")
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKF_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-  -DKF_BUILD_DOCS=OFF >"$OUT/build.log" 2>&1 &&
+  "${GTEST_ARGS[@]}" -DKF_BUILD_DOCS=OFF >"$OUT/build.log" 2>&1 &&
   cmake --build "$BUILD" -j "$JOBS" >>"$OUT/build.log" 2>&1
 build_rc=$?
 tail -n 25 "$OUT/build.log"

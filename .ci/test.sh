@@ -8,12 +8,12 @@
 #   c. clang-format over the project's C/C++/CUDA sources, when .clang-format exists
 # Every step runs even when an earlier one failed; the exit status is non-zero if any failed.
 # Environment: JOBS (default: nproc); KF_FORMAT=strict|report: strict fails the run on
-# formatting differences, report (the default for now) only lists them.
+# formatting differences (the default), report only lists them.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 JOBS=${JOBS:-$(nproc)}
-KF_FORMAT=${KF_FORMAT:-report}
+KF_FORMAT=${KF_FORMAT:-strict}
 export CCACHE_BASEDIR=$PWD  # cache hits across checkouts of the same tree
 STEPS=()
 FAILED=0

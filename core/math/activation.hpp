@@ -13,7 +13,15 @@ namespace kf {
 namespace math {
 
 // Values equal kf_activation_t's (checked where the public enum is visible).
-enum class Activation : int { none = 0, relu = 1, gelu = 2, gelu_tanh = 3, silu = 4, tanh = 5, sigmoid = 6 };
+enum class Activation : int {
+  none = 0,
+  relu = 1,
+  gelu = 2,
+  gelu_tanh = 3,
+  silu = 4,
+  tanh = 5,
+  sigmoid = 6
+};
 constexpr int kActivationCount = 7;
 
 // Precision-matched libm calls: the float overload never promotes to double.
@@ -63,7 +71,8 @@ struct GeluTanh {
   }
 };
 
-// x * sigmoid(x); for very negative x, exp(-x) overflows to inf and the quotient is -0, as it should.
+// x * sigmoid(x); for very negative x, exp(-x) overflows to inf and the quotient is -0, as it
+// should.
 struct Silu {
   static constexpr Activation id = Activation::silu;
   template <class T>
@@ -89,14 +98,36 @@ struct Sigmoid {
 };
 
 // The functor for a compile-time tag.
-template <Activation A> struct ActivationOf;
-template <> struct ActivationOf<Activation::none> { using type = Identity; };
-template <> struct ActivationOf<Activation::relu> { using type = Relu; };
-template <> struct ActivationOf<Activation::gelu> { using type = Gelu; };
-template <> struct ActivationOf<Activation::gelu_tanh> { using type = GeluTanh; };
-template <> struct ActivationOf<Activation::silu> { using type = Silu; };
-template <> struct ActivationOf<Activation::tanh> { using type = Tanh; };
-template <> struct ActivationOf<Activation::sigmoid> { using type = Sigmoid; };
+template <Activation A>
+struct ActivationOf;
+template <>
+struct ActivationOf<Activation::none> {
+  using type = Identity;
+};
+template <>
+struct ActivationOf<Activation::relu> {
+  using type = Relu;
+};
+template <>
+struct ActivationOf<Activation::gelu> {
+  using type = Gelu;
+};
+template <>
+struct ActivationOf<Activation::gelu_tanh> {
+  using type = GeluTanh;
+};
+template <>
+struct ActivationOf<Activation::silu> {
+  using type = Silu;
+};
+template <>
+struct ActivationOf<Activation::tanh> {
+  using type = Tanh;
+};
+template <>
+struct ActivationOf<Activation::sigmoid> {
+  using type = Sigmoid;
+};
 
 // Run-time dispatch, for paths where the activation is a parameter instead of a template argument
 // (the branch is uniform across a warp, so it costs a compare, not divergence).

@@ -72,21 +72,23 @@ KF_HOST_DEVICE half_t float_to_half(float f) {
   if (magnitude > 0x7f800000u) {
     result = 0x7e00u | ((magnitude >> 13) & 0x3ffu);  // quiet NaN, payload kept where it fits
   } else if (magnitude >= 0x477ff000u) {
-    result = 0x7c00u;  // >= 65520 rounds to infinity
+    result = 0x7c00u;                     // >= 65520 rounds to infinity
   } else if (magnitude >= 0x38800000u) {  // normal half
     result = (((magnitude >> 23) - 112u) << 10) | ((magnitude >> 13) & 0x3ffu);
     const unsigned int rest = magnitude & 0x1fffu;
-    if (rest > 0x1000u || (rest == 0x1000u && (result & 1u))) ++result;  // may carry into the exponent
+    if (rest > 0x1000u || (rest == 0x1000u && (result & 1u)))
+      ++result;  // may carry into the exponent
   } else if (magnitude < 0x33000000u) {
     result = 0;  // below 2^-25: rounds to zero
-  } else {  // subnormal half: value = m * 2^-24
+  } else {       // subnormal half: value = m * 2^-24
     const unsigned int exponent = magnitude >> 23;
     const unsigned int significand = (magnitude & 0x7fffffu) | 0x800000u;
     const unsigned int shift = 126u - exponent;  // 14 .. 24
     result = significand >> shift;
     const unsigned int rest = significand & ((1u << shift) - 1u);
     const unsigned int halfway = 1u << (shift - 1u);
-    if (rest > halfway || (rest == halfway && (result & 1u))) ++result;  // 1024 is the smallest normal
+    if (rest > halfway || (rest == halfway && (result & 1u)))
+      ++result;  // 1024 is the smallest normal
   }
   h.bits = static_cast<unsigned short>(sign | result);
 #endif
@@ -114,27 +116,32 @@ KF_HOST_DEVICE bfloat16_t float_to_bfloat16(float f) {
 }
 
 // How a storage type is computed: compute_type, and the conversions to and from it.
-template <class S> struct StorageTraits;
+template <class S>
+struct StorageTraits;
 
-template <> struct StorageTraits<float> {
+template <>
+struct StorageTraits<float> {
   using compute_type = float;
   static KF_HOST_DEVICE float to_compute(float x) { return x; }
   static KF_HOST_DEVICE float from_compute(float x) { return x; }
 };
 
-template <> struct StorageTraits<double> {
+template <>
+struct StorageTraits<double> {
   using compute_type = double;
   static KF_HOST_DEVICE double to_compute(double x) { return x; }
   static KF_HOST_DEVICE double from_compute(double x) { return x; }
 };
 
-template <> struct StorageTraits<half_t> {
+template <>
+struct StorageTraits<half_t> {
   using compute_type = float;
   static KF_HOST_DEVICE float to_compute(half_t x) { return half_to_float(x); }
   static KF_HOST_DEVICE half_t from_compute(float x) { return float_to_half(x); }
 };
 
-template <> struct StorageTraits<bfloat16_t> {
+template <>
+struct StorageTraits<bfloat16_t> {
   using compute_type = float;
   static KF_HOST_DEVICE float to_compute(bfloat16_t x) { return bfloat16_to_float(x); }
   static KF_HOST_DEVICE bfloat16_t from_compute(float x) { return float_to_bfloat16(x); }

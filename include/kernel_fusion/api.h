@@ -33,52 +33,77 @@ typedef struct kf_api_t {
   uint32_t (*get_version)(void);               /**< kf_get_version(). */
   /* devices */
   kf_result_t (*get_device_count)(kf_device_type_t, int32_t*); /**< kf_get_device_count(). */
-  kf_result_t (*get_device_properties)(kf_device_type_t, int32_t, kf_device_properties_t*); /**< kf_get_device_properties(). */
+  kf_result_t (*get_device_properties)(kf_device_type_t, int32_t,
+                                       kf_device_properties_t*); /**< kf_get_device_properties(). */
   /* contexts */
-  kf_result_t (*context_create)(const kf_context_config_t*, kf_context_t**); /**< kf_context_create(). */
+  kf_result_t (*context_create)(const kf_context_config_t*,
+                                kf_context_t**); /**< kf_context_create(). */
   kf_result_t (*context_destroy)(kf_context_t*); /**< kf_context_destroy(). */
-  kf_result_t (*context_get_device)(const kf_context_t*, kf_device_type_t*, int32_t*); /**< kf_context_get_device(). */
+  kf_result_t (*context_get_device)(const kf_context_t*, kf_device_type_t*,
+                                    int32_t*);       /**< kf_context_get_device(). */
   kf_result_t (*context_synchronize)(kf_context_t*); /**< kf_context_synchronize(). */
-  kf_result_t (*context_get_stream_priority_range)(const kf_context_t*, int32_t*, int32_t*); /**< kf_context_get_stream_priority_range(). */
-  kf_result_t (*context_get_memory_stats)(const kf_context_t*, kf_memory_stats_t*); /**< kf_context_get_memory_stats(). */
+  kf_result_t (*context_get_stream_priority_range)(
+      const kf_context_t*, int32_t*, int32_t*); /**< kf_context_get_stream_priority_range(). */
+  kf_result_t (*context_get_memory_stats)(
+      const kf_context_t*, kf_memory_stats_t*);            /**< kf_context_get_memory_stats(). */
   kf_result_t (*context_reset_peak_memory)(kf_context_t*); /**< kf_context_reset_peak_memory(). */
   kf_result_t (*context_trim_memory)(kf_context_t*, uint64_t); /**< kf_context_trim_memory(). */
   /* streams */
-  kf_result_t (*stream_create)(kf_context_t*, const kf_stream_config_t*, kf_stream_t**); /**< kf_stream_create(). */
-  kf_result_t (*stream_wrap_native)(kf_context_t*, void*, kf_stream_t**); /**< kf_stream_wrap_native(). */
+  kf_result_t (*stream_create)(kf_context_t*, const kf_stream_config_t*,
+                               kf_stream_t**); /**< kf_stream_create(). */
+  kf_result_t (*stream_wrap_native)(kf_context_t*, void*,
+                                    kf_stream_t**);             /**< kf_stream_wrap_native(). */
   kf_result_t (*stream_get_native)(const kf_stream_t*, void**); /**< kf_stream_get_native(). */
-  kf_result_t (*stream_get_priority)(const kf_stream_t*, int32_t*); /**< kf_stream_get_priority(). */
-  kf_result_t (*stream_destroy)(kf_stream_t*); /**< kf_stream_destroy(). */
-  kf_result_t (*stream_synchronize)(kf_stream_t*); /**< kf_stream_synchronize(). */
+  kf_result_t (*stream_get_priority)(const kf_stream_t*,
+                                     int32_t*);                /**< kf_stream_get_priority(). */
+  kf_result_t (*stream_destroy)(kf_stream_t*);                 /**< kf_stream_destroy(). */
+  kf_result_t (*stream_synchronize)(kf_stream_t*);             /**< kf_stream_synchronize(). */
   kf_result_t (*stream_wait_event)(kf_stream_t*, kf_event_t*); /**< kf_stream_wait_event(). */
   /* events */
-  kf_result_t (*event_create)(kf_context_t*, kf_event_t**); /**< kf_event_create(). */
-  kf_result_t (*event_record)(kf_event_t*, kf_stream_t*); /**< kf_event_record(). */
-  kf_result_t (*event_synchronize)(kf_event_t*); /**< kf_event_synchronize(). */
-  kf_result_t (*event_query)(kf_event_t*, int32_t*); /**< kf_event_query(). */
+  kf_result_t (*event_create)(kf_context_t*, kf_event_t**);          /**< kf_event_create(). */
+  kf_result_t (*event_record)(kf_event_t*, kf_stream_t*);            /**< kf_event_record(). */
+  kf_result_t (*event_synchronize)(kf_event_t*);                     /**< kf_event_synchronize(). */
+  kf_result_t (*event_query)(kf_event_t*, int32_t*);                 /**< kf_event_query(). */
   kf_result_t (*event_elapsed_ms)(kf_event_t*, kf_event_t*, float*); /**< kf_event_elapsed_ms(). */
-  kf_result_t (*event_destroy)(kf_event_t*); /**< kf_event_destroy(). */
+  kf_result_t (*event_destroy)(kf_event_t*);                         /**< kf_event_destroy(). */
   /* tensors */
-  kf_result_t (*tensor_create)(kf_context_t*, const kf_tensor_desc_t*, kf_tensor_t**); /**< kf_tensor_create(). */
-  kf_result_t (*tensor_create_async)(kf_context_t*, const kf_tensor_desc_t*, kf_stream_t*, kf_tensor_t**); /**< kf_tensor_create_async(). */
-  kf_result_t (*tensor_wrap)(kf_context_t*, const kf_tensor_desc_t*, void*, size_t, kf_deleter_fn, void*, kf_tensor_t**); /**< kf_tensor_wrap(). */
-  kf_result_t (*tensor_create_view)(const kf_tensor_t*, const kf_tensor_desc_t*, int64_t, kf_tensor_t**); /**< kf_tensor_create_view(). */
-  kf_result_t (*tensor_destroy)(kf_tensor_t*); /**< kf_tensor_destroy(). */
-  kf_result_t (*tensor_get_desc)(const kf_tensor_t*, kf_tensor_desc_t*); /**< kf_tensor_get_desc(). */
+  kf_result_t (*tensor_create)(kf_context_t*, const kf_tensor_desc_t*,
+                               kf_tensor_t**); /**< kf_tensor_create(). */
+  kf_result_t (*tensor_create_async)(kf_context_t*, const kf_tensor_desc_t*, kf_stream_t*,
+                                     kf_tensor_t**); /**< kf_tensor_create_async(). */
+  kf_result_t (*tensor_wrap)(kf_context_t*, const kf_tensor_desc_t*, void*, size_t, kf_deleter_fn,
+                             void*, kf_tensor_t**); /**< kf_tensor_wrap(). */
+  kf_result_t (*tensor_create_view)(const kf_tensor_t*, const kf_tensor_desc_t*, int64_t,
+                                    kf_tensor_t**); /**< kf_tensor_create_view(). */
+  kf_result_t (*tensor_destroy)(kf_tensor_t*);      /**< kf_tensor_destroy(). */
+  kf_result_t (*tensor_get_desc)(const kf_tensor_t*,
+                                 kf_tensor_desc_t*);          /**< kf_tensor_get_desc(). */
   kf_result_t (*tensor_get_data)(const kf_tensor_t*, void**); /**< kf_tensor_get_data(). */
-  kf_result_t (*tensor_get_device)(const kf_tensor_t*, kf_device_type_t*, int32_t*); /**< kf_tensor_get_device(). */
-  kf_result_t (*tensor_get_context)(const kf_tensor_t*, kf_context_t**); /**< kf_tensor_get_context(). */
-  kf_result_t (*tensor_copy_from_host)(kf_tensor_t*, const void*, size_t, kf_stream_t*); /**< kf_tensor_copy_from_host(). */
-  kf_result_t (*tensor_copy_to_host)(const kf_tensor_t*, void*, size_t, kf_stream_t*); /**< kf_tensor_copy_to_host(). */
-  size_t (*dtype_size)(kf_dtype_t); /**< kf_dtype_size(). */
+  kf_result_t (*tensor_get_device)(const kf_tensor_t*, kf_device_type_t*,
+                                   int32_t*); /**< kf_tensor_get_device(). */
+  kf_result_t (*tensor_get_context)(const kf_tensor_t*,
+                                    kf_context_t**); /**< kf_tensor_get_context(). */
+  kf_result_t (*tensor_copy_from_host)(kf_tensor_t*, const void*, size_t,
+                                       kf_stream_t*); /**< kf_tensor_copy_from_host(). */
+  kf_result_t (*tensor_copy_to_host)(const kf_tensor_t*, void*, size_t,
+                                     kf_stream_t*); /**< kf_tensor_copy_to_host(). */
+  size_t (*dtype_size)(kf_dtype_t);                 /**< kf_dtype_size(). */
   /* DLPack */
-  kf_result_t (*tensor_from_dlpack)(kf_context_t*, DLManagedTensorVersioned*, kf_tensor_t**); /**< kf_tensor_from_dlpack(). */
-  kf_result_t (*tensor_from_dlpack_legacy)(kf_context_t*, DLManagedTensor*, kf_tensor_t**); /**< kf_tensor_from_dlpack_legacy(). */
-  kf_result_t (*tensor_to_dlpack)(const kf_tensor_t*, DLManagedTensorVersioned**); /**< kf_tensor_to_dlpack(). */
-  kf_result_t (*tensor_to_dlpack_legacy)(const kf_tensor_t*, DLManagedTensor**); /**< kf_tensor_to_dlpack_legacy(). */
+  kf_result_t (*tensor_from_dlpack)(kf_context_t*, DLManagedTensorVersioned*,
+                                    kf_tensor_t**); /**< kf_tensor_from_dlpack(). */
+  kf_result_t (*tensor_from_dlpack_legacy)(kf_context_t*, DLManagedTensor*,
+                                           kf_tensor_t**); /**< kf_tensor_from_dlpack_legacy(). */
+  kf_result_t (*tensor_to_dlpack)(const kf_tensor_t*,
+                                  DLManagedTensorVersioned**); /**< kf_tensor_to_dlpack(). */
+  kf_result_t (*tensor_to_dlpack_legacy)(const kf_tensor_t*,
+                                         DLManagedTensor**); /**< kf_tensor_to_dlpack_legacy(). */
   /* ops */
-  kf_result_t (*fused_elementwise_add_activation)(kf_context_t*, const kf_tensor_t*, const kf_tensor_t*, kf_tensor_t*, kf_activation_t, kf_stream_t*); /**< kf_fused_elementwise_add_activation(). */
-  kf_result_t (*fused_elementwise_mul_activation)(kf_context_t*, const kf_tensor_t*, const kf_tensor_t*, kf_tensor_t*, kf_activation_t, kf_stream_t*); /**< kf_fused_elementwise_mul_activation(). */
+  kf_result_t (*fused_elementwise_add_activation)(
+      kf_context_t*, const kf_tensor_t*, const kf_tensor_t*, kf_tensor_t*, kf_activation_t,
+      kf_stream_t*); /**< kf_fused_elementwise_add_activation(). */
+  kf_result_t (*fused_elementwise_mul_activation)(
+      kf_context_t*, const kf_tensor_t*, const kf_tensor_t*, kf_tensor_t*, kf_activation_t,
+      kf_stream_t*); /**< kf_fused_elementwise_mul_activation(). */
 } kf_api_t;
 
 /**

@@ -11,7 +11,8 @@
 #include "kernel_fusion/types.h"
 
 #ifndef DLPACK_DLPACK_H_
-/** @brief DLPack's own include guard: set here or by an upstream `dlpack.h`, whichever comes first. */
+/** @brief DLPack's own include guard: set here or by an upstream `dlpack.h`, whichever comes first.
+ */
 #define DLPACK_DLPACK_H_
 
 #ifdef __cplusplus
@@ -74,19 +75,19 @@ typedef struct {
 
 /** @brief A borrowed n-dimensional array. */
 typedef struct {
-  void* data;          /**< Base pointer (device or host). */
-  DLDevice device;     /**< Where data lives. */
-  int32_t ndim;        /**< Rank. */
-  DLDataType dtype;    /**< Element type. */
-  int64_t* shape;      /**< ndim extents. */
-  int64_t* strides;    /**< ndim element strides, or NULL for compact row-major. */
+  void* data;           /**< Base pointer (device or host). */
+  DLDevice device;      /**< Where data lives. */
+  int32_t ndim;         /**< Rank. */
+  DLDataType dtype;     /**< Element type. */
+  int64_t* shape;       /**< ndim extents. */
+  int64_t* strides;     /**< ndim element strides, or NULL for compact row-major. */
   uint64_t byte_offset; /**< Offset from data to the first element, in bytes. */
 } DLTensor;
 
 /** @brief Legacy (pre-1.0) managed tensor. */
 typedef struct DLManagedTensor {
-  DLTensor dl_tensor;                       /**< The array. */
-  void* manager_ctx;                        /**< Producer state. */
+  DLTensor dl_tensor;                            /**< The array. */
+  void* manager_ctx;                             /**< Producer state. */
   void (*deleter)(struct DLManagedTensor* self); /**< Called once by the consumer when done. */
 } DLManagedTensor;
 
@@ -97,11 +98,12 @@ typedef struct DLManagedTensor {
 
 /** @brief Versioned (1.x) managed tensor. */
 typedef struct DLManagedTensorVersioned {
-  DLPackVersion version;                              /**< Producer's DLPack version. */
-  void* manager_ctx;                                  /**< Producer state. */
-  void (*deleter)(struct DLManagedTensorVersioned* self); /**< Called once by the consumer when done. */
-  uint64_t flags;                                     /**< DLPACK_FLAG_BITMASK_* bits. */
-  DLTensor dl_tensor;                                 /**< The array. */
+  DLPackVersion version; /**< Producer's DLPack version. */
+  void* manager_ctx;     /**< Producer state. */
+  void (*deleter)(
+      struct DLManagedTensorVersioned* self); /**< Called once by the consumer when done. */
+  uint64_t flags;                             /**< DLPACK_FLAG_BITMASK_* bits. */
+  DLTensor dl_tensor;                         /**< The array. */
 } DLManagedTensorVersioned;
 
 #ifdef __cplusplus
@@ -125,8 +127,10 @@ extern "C" {
  * @param[out] out The imported tensor.
  * @retval KF_ERROR_VERSION_MISMATCH the producer's major version is not 1.
  * @retval KF_ERROR_DEVICE_MISMATCH the memory is not on the context's device.
- * @retval KF_ERROR_DTYPE_MISMATCH the element type has no kf_dtype_t (complex, bool, lanes > 1 ...).
- * @retval KF_ERROR_INVALID_ARGUMENT a NULL pointer, ndim over KF_MAX_DIMS, negative shape or strides.
+ * @retval KF_ERROR_DTYPE_MISMATCH the element type has no kf_dtype_t (complex, bool, lanes > 1
+ * ...).
+ * @retval KF_ERROR_INVALID_ARGUMENT a NULL pointer, ndim over KF_MAX_DIMS, negative shape or
+ * strides.
  */
 KF_API kf_result_t kf_tensor_from_dlpack(kf_context_t* ctx, DLManagedTensorVersioned* managed,
                                          kf_tensor_t** out);

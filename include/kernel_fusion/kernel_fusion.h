@@ -10,10 +10,10 @@
 #ifndef KERNEL_FUSION_H
 #define KERNEL_FUSION_H
 
-#include "kernel_fusion/types.h"
-#include "kernel_fusion/runtime.h"
-#include "kernel_fusion/ops.h"
-#include "kernel_fusion/dlpack.h"
 #include "kernel_fusion/api.h"
+#include "kernel_fusion/dlpack.h"
+#include "kernel_fusion/ops.h"
+#include "kernel_fusion/runtime.h"
+#include "kernel_fusion/types.h"
 
 #endif /* KERNEL_FUSION_H */

@@ -30,7 +30,8 @@ extern "C" {
  * @param s Stream, or NULL for the context's default stream.
  * @retval KF_ERROR_INVALID_HANDLE a handle is not live.
  * @retval KF_ERROR_DEVICE_MISMATCH a tensor or the stream belongs to another context.
- * @retval KF_ERROR_SHAPE_MISMATCH @p b is not broadcastable to @p a, or @p out differs from @p a's shape.
+ * @retval KF_ERROR_SHAPE_MISMATCH @p b is not broadcastable to @p a, or @p out differs from @p a's
+ * shape.
  * @retval KF_ERROR_DTYPE_MISMATCH dtypes differ or are not floating point.
  * @retval KF_ERROR_INVALID_ARGUMENT unknown @p act; @p out overlaps @p b, overlaps @p a other than
  *         exactly, writes one element twice (zero stride), or is read-only.

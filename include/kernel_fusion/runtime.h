@@ -59,7 +59,8 @@ KF_API kf_result_t kf_get_device_count(kf_device_type_t type, int32_t* count);
  * @param type Device type.
  * @param device_id Ordinal (0 for the CPU).
  * @param[in,out] props Caller sets struct_size; the library fills the fields that fit.
- * @retval KF_ERROR_INVALID_ARGUMENT @p props is NULL, its struct_size is too small, or @p device_id is out of range.
+ * @retval KF_ERROR_INVALID_ARGUMENT @p props is NULL, its struct_size is too small, or @p device_id
+ * is out of range.
  * @retval KF_ERROR_NO_DEVICE CUDA was asked for and no device is usable.
  */
 KF_API kf_result_t kf_get_device_properties(kf_device_type_t type, int32_t device_id,
@@ -107,7 +108,8 @@ KF_API kf_result_t kf_context_get_device(const kf_context_t* ctx, kf_device_type
 KF_API kf_result_t kf_context_synchronize(kf_context_t* ctx);
 
 /**
- * @brief The range of stream priorities on the context's device (CUDA convention: lower is more urgent).
+ * @brief The range of stream priorities on the context's device (CUDA convention: lower is more
+ * urgent).
  * @param ctx Context.
  * @param[out] least Least urgent priority (may be NULL).
  * @param[out] greatest Most urgent priority (may be NULL).
@@ -146,7 +148,8 @@ KF_API kf_result_t kf_context_trim_memory(kf_context_t* ctx, uint64_t keep_bytes
 /**
  * @brief Creates a stream.
  * @param ctx Context.
- * @param config Options, or NULL for #KF_STREAM_CONFIG_INIT. The priority is clamped to the device's range.
+ * @param config Options, or NULL for #KF_STREAM_CONFIG_INIT. The priority is clamped to the
+ * device's range.
  * @param[out] out The new stream.
  * @retval KF_ERROR_INVALID_HANDLE @p ctx is not a live context.
  * @retval KF_ERROR_INVALID_ARGUMENT @p out is NULL or flags has unknown bits.
@@ -276,7 +279,8 @@ KF_API kf_result_t kf_event_destroy(kf_event_t* e);
  *         dimension or stride; an unknown dtype; a byte size that overflows.
  * @retval KF_ERROR_OUT_OF_MEMORY the pool is exhausted or the context's limit would be exceeded.
  */
-KF_API kf_result_t kf_tensor_create(kf_context_t* ctx, const kf_tensor_desc_t* desc, kf_tensor_t** out);
+KF_API kf_result_t kf_tensor_create(kf_context_t* ctx, const kf_tensor_desc_t* desc,
+                                    kf_tensor_t** out);
 
 /**
  * @brief Like kf_tensor_create(), with allocation (and later release) ordered on stream @p s.
@@ -312,17 +316,20 @@ KF_API kf_result_t kf_tensor_wrap(kf_context_t* ctx, const kf_tensor_desc_t* des
  * @brief Creates a view sharing another tensor's memory (slices, transposes, broadcasts).
  *
  * @param base The tensor whose memory is shared; it may be destroyed before the view.
- * @param desc The view's shape and element strides (all zero: contiguous); dtype must match @p base.
+ * @param desc The view's shape and element strides (all zero: contiguous); dtype must match @p
+ * base.
  * @param offset_elements Offset of the view's first element from @p base's first element.
  * @param[out] out The view.
- * @retval KF_ERROR_INVALID_ARGUMENT the view reaches outside @p base's memory, or a negative offset.
+ * @retval KF_ERROR_INVALID_ARGUMENT the view reaches outside @p base's memory, or a negative
+ * offset.
  * @retval KF_ERROR_DTYPE_MISMATCH desc->dtype differs from @p base's dtype.
  */
 KF_API kf_result_t kf_tensor_create_view(const kf_tensor_t* base, const kf_tensor_desc_t* desc,
                                          int64_t offset_elements, kf_tensor_t** out);
 
 /**
- * @brief Destroys a tensor; its memory returns to the pool (or its deleter runs) once no view uses it.
+ * @brief Destroys a tensor; its memory returns to the pool (or its deleter runs) once no view uses
+ * it.
  * @param t Tensor to destroy, or NULL.
  * @retval KF_ERROR_INVALID_HANDLE @p t is not a live tensor. NULL is a no-op.
  */
@@ -353,7 +360,8 @@ KF_API kf_result_t kf_tensor_get_data(const kf_tensor_t* t, void** out);
  * @param[out] device_id Device ordinal (may be NULL).
  * @retval KF_ERROR_INVALID_HANDLE @p t is not live.
  */
-KF_API kf_result_t kf_tensor_get_device(const kf_tensor_t* t, kf_device_type_t* type, int32_t* device_id);
+KF_API kf_result_t kf_tensor_get_device(const kf_tensor_t* t, kf_device_type_t* type,
+                                        int32_t* device_id);
 
 /**
  * @brief The context a tensor belongs to.
@@ -372,9 +380,11 @@ KF_API kf_result_t kf_tensor_get_context(const kf_tensor_t* t, kf_context_t** ou
  * @param bytes Must equal the element count times the element size.
  * @param s Stream of the tensor's context, or NULL for the default stream.
  * @retval KF_ERROR_INVALID_HANDLE @p dst or @p s is not live.
- * @retval KF_ERROR_INVALID_ARGUMENT @p src is NULL with a non-zero size, or @p bytes does not match.
+ * @retval KF_ERROR_INVALID_ARGUMENT @p src is NULL with a non-zero size, or @p bytes does not
+ * match.
  */
-KF_API kf_result_t kf_tensor_copy_from_host(kf_tensor_t* dst, const void* src, size_t bytes, kf_stream_t* s);
+KF_API kf_result_t kf_tensor_copy_from_host(kf_tensor_t* dst, const void* src, size_t bytes,
+                                            kf_stream_t* s);
 
 /**
  * @brief Copies a tensor (which may be strided) into packed row-major host memory, ordered on
@@ -384,9 +394,11 @@ KF_API kf_result_t kf_tensor_copy_from_host(kf_tensor_t* dst, const void* src, s
  * @param bytes Must equal the element count times the element size.
  * @param s Stream of the tensor's context, or NULL for the default stream.
  * @retval KF_ERROR_INVALID_HANDLE @p src or @p s is not live.
- * @retval KF_ERROR_INVALID_ARGUMENT @p dst is NULL with a non-zero size, or @p bytes does not match.
+ * @retval KF_ERROR_INVALID_ARGUMENT @p dst is NULL with a non-zero size, or @p bytes does not
+ * match.
  */
-KF_API kf_result_t kf_tensor_copy_to_host(const kf_tensor_t* src, void* dst, size_t bytes, kf_stream_t* s);
+KF_API kf_result_t kf_tensor_copy_to_host(const kf_tensor_t* src, void* dst, size_t bytes,
+                                          kf_stream_t* s);
 
 /**
  * @brief The size of one element of a dtype.

@@ -14,7 +14,8 @@
 #define KF_VERSION_MINOR 1
 /** @brief Patch version. */
 #define KF_VERSION_PATCH 0
-/** @brief The version encoded as `major*10000 + minor*100 + patch`, as kf_get_version() returns it. */
+/** @brief The version encoded as `major*10000 + minor*100 + patch`, as kf_get_version() returns it.
+ */
 #define KF_VERSION (KF_VERSION_MAJOR * 10000 + KF_VERSION_MINOR * 100 + KF_VERSION_PATCH)
 
 #if defined(_WIN32)
@@ -37,18 +38,23 @@ extern "C" {
  * problem. Values are stable; new codes are only appended.
  */
 typedef enum kf_result_t {
-  KF_SUCCESS = 0,                /**< The call succeeded. */
-  KF_ERROR_INVALID_ARGUMENT = 1, /**< A parameter is out of range, NULL where not allowed, or inconsistent. */
-  KF_ERROR_INVALID_HANDLE = 2,   /**< A handle is NULL, destroyed, or of the wrong kind. */
-  KF_ERROR_OUT_OF_MEMORY = 3,    /**< An allocation failed or would exceed the context's memory limit. */
-  KF_ERROR_NOT_SUPPORTED = 4,    /**< The request is valid but not supported by this build or device. */
-  KF_ERROR_SHAPE_MISMATCH = 5,   /**< Tensor shapes are incompatible (not broadcastable, wrong size ...). */
-  KF_ERROR_DTYPE_MISMATCH = 6,   /**< Tensor dtypes are incompatible or unsupported by the operation. */
-  KF_ERROR_DEVICE_MISMATCH = 7,  /**< Objects live on different devices or contexts. */
-  KF_ERROR_NO_DEVICE = 8,        /**< No usable CUDA device (or no driver) for the request. */
-  KF_ERROR_CUDA = 9,             /**< The CUDA runtime reported an error; the message names it. */
+  KF_SUCCESS = 0, /**< The call succeeded. */
+  KF_ERROR_INVALID_ARGUMENT =
+      1, /**< A parameter is out of range, NULL where not allowed, or inconsistent. */
+  KF_ERROR_INVALID_HANDLE = 2, /**< A handle is NULL, destroyed, or of the wrong kind. */
+  KF_ERROR_OUT_OF_MEMORY =
+      3, /**< An allocation failed or would exceed the context's memory limit. */
+  KF_ERROR_NOT_SUPPORTED =
+      4, /**< The request is valid but not supported by this build or device. */
+  KF_ERROR_SHAPE_MISMATCH =
+      5, /**< Tensor shapes are incompatible (not broadcastable, wrong size ...). */
+  KF_ERROR_DTYPE_MISMATCH =
+      6, /**< Tensor dtypes are incompatible or unsupported by the operation. */
+  KF_ERROR_DEVICE_MISMATCH = 7,   /**< Objects live on different devices or contexts. */
+  KF_ERROR_NO_DEVICE = 8,         /**< No usable CUDA device (or no driver) for the request. */
+  KF_ERROR_CUDA = 9,              /**< The CUDA runtime reported an error; the message names it. */
   KF_ERROR_VERSION_MISMATCH = 10, /**< A requested ABI or struct version is not served. */
-  KF_ERROR_INTERNAL = 11         /**< A bug in the library: please report the message. */
+  KF_ERROR_INTERNAL = 11          /**< A bug in the library: please report the message. */
 } kf_result_t;
 
 /** @brief Kind of device a context, tensor or stream belongs to. */
@@ -91,10 +97,10 @@ typedef enum kf_activation_t {
  * for tensors that are read.
  */
 typedef struct kf_tensor_desc_t {
-  int32_t ndim;                  /**< Rank, 0 (a scalar) to KF_MAX_DIMS. */
-  int64_t shape[KF_MAX_DIMS];    /**< Extent of each dimension; entries past ndim are ignored. */
-  int64_t strides[KF_MAX_DIMS];  /**< Element strides, or all zero for contiguous row-major. */
-  kf_dtype_t dtype;              /**< Element type. */
+  int32_t ndim;                 /**< Rank, 0 (a scalar) to KF_MAX_DIMS. */
+  int64_t shape[KF_MAX_DIMS];   /**< Extent of each dimension; entries past ndim are ignored. */
+  int64_t strides[KF_MAX_DIMS]; /**< Element strides, or all zero for contiguous row-major. */
+  kf_dtype_t dtype;             /**< Element type. */
 } kf_tensor_desc_t;
 
 /** @brief A library context: one device, its memory pool and default stream. Opaque. */
@@ -110,7 +116,7 @@ typedef struct kf_tensor_t kf_tensor_t;
  * @brief Context creation options. Initialise with #KF_CONTEXT_CONFIG_INIT.
  */
 typedef struct kf_context_config_t {
-  size_t struct_size;           /**< sizeof(kf_context_config_t); lets the library read older layouts. */
+  size_t struct_size; /**< sizeof(kf_context_config_t); lets the library read older layouts. */
   kf_device_type_t device_type; /**< Which backend. */
   int32_t device_id;            /**< CUDA device ordinal; must be 0 for the CPU. */
   uint64_t memory_limit_bytes;  /**< Cap on the memory pool's reserved bytes; 0 means no limit. */
@@ -118,7 +124,8 @@ typedef struct kf_context_config_t {
 } kf_context_config_t;
 
 /** @brief Default context options: the CPU backend, no memory limit, every core. */
-#define KF_CONTEXT_CONFIG_INIT {sizeof(kf_context_config_t), KF_DEVICE_CPU, 0, 0, 0}
+#define KF_CONTEXT_CONFIG_INIT \
+  { sizeof(kf_context_config_t), KF_DEVICE_CPU, 0, 0, 0 }
 
 /** @brief Stream flag: the stream does not synchronise with the legacy CUDA default stream. */
 #define KF_STREAM_NON_BLOCKING 1u
@@ -133,31 +140,32 @@ typedef struct kf_stream_config_t {
 } kf_stream_config_t;
 
 /** @brief Default stream options: priority 0, non-blocking. */
-#define KF_STREAM_CONFIG_INIT {sizeof(kf_stream_config_t), 0, KF_STREAM_NON_BLOCKING}
+#define KF_STREAM_CONFIG_INIT \
+  { sizeof(kf_stream_config_t), 0, KF_STREAM_NON_BLOCKING }
 
 /** @brief Properties of one device, filled by kf_get_device_properties(). */
 typedef struct kf_device_properties_t {
-  size_t struct_size;            /**< sizeof(kf_device_properties_t), set by the caller. */
-  char name[256];                /**< UTF-8, NUL-terminated device name. */
-  kf_device_type_t device_type;  /**< Backend of the device. */
-  int32_t device_id;             /**< Ordinal. */
+  size_t struct_size;               /**< sizeof(kf_device_properties_t), set by the caller. */
+  char name[256];                   /**< UTF-8, NUL-terminated device name. */
+  kf_device_type_t device_type;     /**< Backend of the device. */
+  int32_t device_id;                /**< Ordinal. */
   int32_t compute_capability_major; /**< CUDA compute capability (0 for the CPU). */
   int32_t compute_capability_minor; /**< CUDA compute capability (0 for the CPU). */
-  int32_t multiprocessor_count;  /**< SMs on CUDA; logical cores on the CPU. */
-  uint64_t total_memory_bytes;   /**< Global memory (CUDA) or physical memory (CPU). */
-  uint64_t l2_cache_bytes;       /**< L2 size on CUDA; 0 when unknown. */
+  int32_t multiprocessor_count;     /**< SMs on CUDA; logical cores on the CPU. */
+  uint64_t total_memory_bytes;      /**< Global memory (CUDA) or physical memory (CPU). */
+  uint64_t l2_cache_bytes;          /**< L2 size on CUDA; 0 when unknown. */
   int32_t stream_priority_least;    /**< Least urgent stream priority (numerically largest). */
   int32_t stream_priority_greatest; /**< Most urgent stream priority (numerically smallest). */
 } kf_device_properties_t;
 
 /** @brief Memory statistics of a context's pool, filled by kf_context_get_memory_stats(). */
 typedef struct kf_memory_stats_t {
-  size_t struct_size;        /**< sizeof(kf_memory_stats_t), set by the caller. */
-  uint64_t in_use_bytes;     /**< Bytes held by live tensors created by the context. */
-  uint64_t reserved_bytes;   /**< Bytes the pool holds from the system (in use + cached). */
+  size_t struct_size;         /**< sizeof(kf_memory_stats_t), set by the caller. */
+  uint64_t in_use_bytes;      /**< Bytes held by live tensors created by the context. */
+  uint64_t reserved_bytes;    /**< Bytes the pool holds from the system (in use + cached). */
   uint64_t peak_in_use_bytes; /**< Highest in_use_bytes since creation or the last reset. */
-  uint64_t limit_bytes;      /**< The configured limit; 0 means none. */
-  uint64_t allocation_count; /**< Live allocations. */
+  uint64_t limit_bytes;       /**< The configured limit; 0 means none. */
+  uint64_t allocation_count;  /**< Live allocations. */
 } kf_memory_stats_t;
 
 /**

@@ -31,7 +31,8 @@ Context::Context() {
 
 Context::~Context() { kf_context_destroy(ctx); }
 
-kf_tensor_desc_t make_desc(kf_dtype_t dtype, std::vector<int64_t> shape, std::vector<int64_t> strides) {
+kf_tensor_desc_t make_desc(kf_dtype_t dtype, std::vector<int64_t> shape,
+                           std::vector<int64_t> strides) {
   kf_tensor_desc_t d{};
   d.ndim = static_cast<int32_t>(shape.size());
   d.dtype = dtype;
@@ -59,7 +60,8 @@ uint16_t float_to_half_bits(float f) {
   std::memcpy(&x, &f, 4);
   uint32_t sign = (x >> 16) & 0x8000u;
   uint32_t mag = x & 0x7fffffffu;
-  if (mag >= 0x7f800000u) return static_cast<uint16_t>(sign | (mag > 0x7f800000u ? 0x7e00u : 0x7c00u));
+  if (mag >= 0x7f800000u)
+    return static_cast<uint16_t>(sign | (mag > 0x7f800000u ? 0x7e00u : 0x7c00u));
   if (mag >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow to inf
   if (mag < 0x38800000u) {  // subnormal or zero in half
     float af;
@@ -86,7 +88,8 @@ float half_bits_to_float(uint16_t h) {
     if (sign) out = -out;
     return out;
   }
-  uint32_t x = exp == 31 ? (sign | 0x7f800000u | (mant << 13)) : (sign | ((exp + 112) << 23) | (mant << 13));
+  uint32_t x =
+      exp == 31 ? (sign | 0x7f800000u | (mant << 13)) : (sign | ((exp + 112) << 23) | (mant << 13));
   std::memcpy(&out, &x, 4);
   return out;
 }
@@ -113,14 +116,42 @@ std::vector<unsigned char> encode(const std::vector<double>& values, kf_dtype_t 
     unsigned char* p = bytes.data() + i * es;
     double v = values[i];
     switch (dtype) {
-      case KF_DTYPE_FLOAT32: { float f = static_cast<float>(v); std::memcpy(p, &f, 4); break; }
+      case KF_DTYPE_FLOAT32: {
+        float f = static_cast<float>(v);
+        std::memcpy(p, &f, 4);
+        break;
+      }
       case KF_DTYPE_FLOAT64: std::memcpy(p, &v, 8); break;
-      case KF_DTYPE_FLOAT16: { uint16_t h = float_to_half_bits(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
-      case KF_DTYPE_BFLOAT16: { uint16_t h = float_to_bf16_bits(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
-      case KF_DTYPE_INT8: { int8_t x = static_cast<int8_t>(v); std::memcpy(p, &x, 1); break; }
-      case KF_DTYPE_UINT8: { uint8_t x = static_cast<uint8_t>(v); std::memcpy(p, &x, 1); break; }
-      case KF_DTYPE_INT32: { int32_t x = static_cast<int32_t>(v); std::memcpy(p, &x, 4); break; }
-      case KF_DTYPE_INT64: { int64_t x = static_cast<int64_t>(v); std::memcpy(p, &x, 8); break; }
+      case KF_DTYPE_FLOAT16: {
+        uint16_t h = float_to_half_bits(static_cast<float>(v));
+        std::memcpy(p, &h, 2);
+        break;
+      }
+      case KF_DTYPE_BFLOAT16: {
+        uint16_t h = float_to_bf16_bits(static_cast<float>(v));
+        std::memcpy(p, &h, 2);
+        break;
+      }
+      case KF_DTYPE_INT8: {
+        int8_t x = static_cast<int8_t>(v);
+        std::memcpy(p, &x, 1);
+        break;
+      }
+      case KF_DTYPE_UINT8: {
+        uint8_t x = static_cast<uint8_t>(v);
+        std::memcpy(p, &x, 1);
+        break;
+      }
+      case KF_DTYPE_INT32: {
+        int32_t x = static_cast<int32_t>(v);
+        std::memcpy(p, &x, 4);
+        break;
+      }
+      case KF_DTYPE_INT64: {
+        int64_t x = static_cast<int64_t>(v);
+        std::memcpy(p, &x, 8);
+        break;
+      }
     }
   }
   return bytes;
@@ -132,14 +163,49 @@ std::vector<double> decode(const std::vector<unsigned char>& bytes, kf_dtype_t d
   for (size_t i = 0; i < values.size(); ++i) {
     const unsigned char* p = bytes.data() + i * es;
     switch (dtype) {
-      case KF_DTYPE_FLOAT32: { float f; std::memcpy(&f, p, 4); values[i] = f; break; }
+      case KF_DTYPE_FLOAT32: {
+        float f;
+        std::memcpy(&f, p, 4);
+        values[i] = f;
+        break;
+      }
       case KF_DTYPE_FLOAT64: std::memcpy(&values[i], p, 8); break;
-      case KF_DTYPE_FLOAT16: { uint16_t h; std::memcpy(&h, p, 2); values[i] = half_bits_to_float(h); break; }
-      case KF_DTYPE_BFLOAT16: { uint16_t h; std::memcpy(&h, p, 2); values[i] = bf16_bits_to_float(h); break; }
-      case KF_DTYPE_INT8: { int8_t x; std::memcpy(&x, p, 1); values[i] = x; break; }
-      case KF_DTYPE_UINT8: { uint8_t x; std::memcpy(&x, p, 1); values[i] = x; break; }
-      case KF_DTYPE_INT32: { int32_t x; std::memcpy(&x, p, 4); values[i] = x; break; }
-      case KF_DTYPE_INT64: { int64_t x; std::memcpy(&x, p, 8); values[i] = static_cast<double>(x); break; }
+      case KF_DTYPE_FLOAT16: {
+        uint16_t h;
+        std::memcpy(&h, p, 2);
+        values[i] = half_bits_to_float(h);
+        break;
+      }
+      case KF_DTYPE_BFLOAT16: {
+        uint16_t h;
+        std::memcpy(&h, p, 2);
+        values[i] = bf16_bits_to_float(h);
+        break;
+      }
+      case KF_DTYPE_INT8: {
+        int8_t x;
+        std::memcpy(&x, p, 1);
+        values[i] = x;
+        break;
+      }
+      case KF_DTYPE_UINT8: {
+        uint8_t x;
+        std::memcpy(&x, p, 1);
+        values[i] = x;
+        break;
+      }
+      case KF_DTYPE_INT32: {
+        int32_t x;
+        std::memcpy(&x, p, 4);
+        values[i] = x;
+        break;
+      }
+      case KF_DTYPE_INT64: {
+        int64_t x;
+        std::memcpy(&x, p, 8);
+        values[i] = static_cast<double>(x);
+        break;
+      }
     }
   }
   return values;
@@ -182,14 +248,16 @@ void upload(kf_tensor_t* t, const std::vector<double>& values) {
   size_t bytes = tensor_bytes(t, &dtype);
   std::vector<unsigned char> packed = encode(values, dtype);
   ASSERT_EQ(packed.size(), bytes);
-  ASSERT_EQ(kf_tensor_copy_from_host(t, packed.data(), bytes, nullptr), KF_SUCCESS) << kf_get_last_error_message();
+  ASSERT_EQ(kf_tensor_copy_from_host(t, packed.data(), bytes, nullptr), KF_SUCCESS)
+      << kf_get_last_error_message();
 }
 
 std::vector<double> download(kf_tensor_t* t) {
   kf_dtype_t dtype;
   size_t bytes = tensor_bytes(t, &dtype);
   std::vector<unsigned char> packed(bytes);
-  EXPECT_EQ(kf_tensor_copy_to_host(t, packed.data(), bytes, nullptr), KF_SUCCESS) << kf_get_last_error_message();
+  EXPECT_EQ(kf_tensor_copy_to_host(t, packed.data(), bytes, nullptr), KF_SUCCESS)
+      << kf_get_last_error_message();
   return decode(packed, dtype);
 }
 
@@ -197,7 +265,8 @@ void poison(kf_tensor_t* t) {
   kf_dtype_t dtype;
   size_t bytes = tensor_bytes(t, &dtype);
   std::vector<unsigned char> nan_bytes(bytes, 0xFF);
-  ASSERT_EQ(kf_tensor_copy_from_host(t, nan_bytes.data(), bytes, nullptr), KF_SUCCESS) << kf_get_last_error_message();
+  ASSERT_EQ(kf_tensor_copy_from_host(t, nan_bytes.data(), bytes, nullptr), KF_SUCCESS)
+      << kf_get_last_error_message();
 }
 
 void expect_close(const std::vector<double>& got, const std::vector<double>& want, double tol,
@@ -210,10 +279,12 @@ void expect_close(const std::vector<double>& got, const std::vector<double>& wan
     bool ok = err <= tol * std::max(1.0, std::fabs(want[i]));  // NaN compares false: caught
     if (!ok) {
       ++bad;
-      if (reported++ < 5) ADD_FAILURE() << what << ": element " << i << " got " << got[i] << " want " << want[i];
+      if (reported++ < 5)
+        ADD_FAILURE() << what << ": element " << i << " got " << got[i] << " want " << want[i];
     }
   }
-  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << got.size() << " elements outside tolerance " << tol;
+  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << got.size()
+                     << " elements outside tolerance " << tol;
 }
 
 }  // namespace kf_test

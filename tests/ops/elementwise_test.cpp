@@ -61,8 +61,8 @@ double reference_activation(kf_activation_t act, double x) {
   return NAN;
 }
 
-kf_result_t call(Op op, kf_context_t* ctx, const kf_tensor_t* a, const kf_tensor_t* b, kf_tensor_t* out,
-                 kf_activation_t act, kf_stream_t* s = nullptr) {
+kf_result_t call(Op op, kf_context_t* ctx, const kf_tensor_t* a, const kf_tensor_t* b,
+                 kf_tensor_t* out, kf_activation_t act, kf_stream_t* s = nullptr) {
   return op == Op::add ? kf_fused_elementwise_add_activation(ctx, a, b, out, act, s)
                        : kf_fused_elementwise_mul_activation(ctx, a, b, out, act, s);
 }
@@ -82,14 +82,16 @@ std::string shape_str(const Shape& shape) {
 }
 
 // out = act(a op b) with b broadcast onto a (NumPy rules), everything row-major.
-std::vector<double> reference(Op op, kf_activation_t act, const std::vector<double>& a, const Shape& a_shape,
-                              const std::vector<double>& b, const Shape& b_shape) {
+std::vector<double> reference(Op op, kf_activation_t act, const std::vector<double>& a,
+                              const Shape& a_shape, const std::vector<double>& b,
+                              const Shape& b_shape) {
   std::vector<double> out(a.size());
   const size_t lead = a_shape.size() - b_shape.size();
   std::vector<int64_t> index(a_shape.size(), 0);
   for (size_t i = 0; i < a.size(); ++i) {
     int64_t b_index = 0;
-    for (size_t j = 0; j < b_shape.size(); ++j) b_index = b_index * b_shape[j] + (b_shape[j] == 1 ? 0 : index[lead + j]);
+    for (size_t j = 0; j < b_shape.size(); ++j)
+      b_index = b_index * b_shape[j] + (b_shape[j] == 1 ? 0 : index[lead + j]);
     const double x = a[i], y = b[static_cast<size_t>(b_index)];
     out[i] = reference_activation(act, op == Op::add ? x + y : x * y);
     for (size_t d = a_shape.size(); d-- > 0;) {  // advance the row-major multi-index
@@ -118,12 +120,13 @@ std::vector<double> gather(const std::vector<double>& values, const std::vector<
   return out;
 }
 
-Tensor make_view(const Tensor& base, kf_dtype_t dtype, const Shape& shape, const Shape& strides, int64_t offset) {
+Tensor make_view(const Tensor& base, kf_dtype_t dtype, const Shape& shape, const Shape& strides,
+                 int64_t offset) {
   kf_tensor_desc_t desc = kf_test::make_desc(dtype, shape, strides);
   kf_tensor_t* view = nullptr;
   kf_result_t r = kf_tensor_create_view(base, &desc, offset, &view);
-  EXPECT_EQ(r, KF_SUCCESS) << "view " << shape_str(shape) << " strides " << shape_str(strides) << ": "
-                           << kf_get_last_error_message();
+  EXPECT_EQ(r, KF_SUCCESS) << "view " << shape_str(shape) << " strides " << shape_str(strides)
+                           << ": " << kf_get_last_error_message();
   return Tensor(view);
 }
 
@@ -164,11 +167,13 @@ class ElementwiseNumeric : public ::testing::TestWithParam<Param>, protected Dev
   uint64_t seed(uint64_t salt) const {
     const auto& p = GetParam();
     return base_seed() * 1000003u + static_cast<uint64_t>(std::get<0>(p)) * 10007u +
-           static_cast<uint64_t>(std::get<1>(p)) * 101u + static_cast<uint64_t>(std::get<2>(p)) * 13u + salt;
+           static_cast<uint64_t>(std::get<1>(p)) * 101u +
+           static_cast<uint64_t>(std::get<2>(p)) * 13u + salt;
   }
   std::string label(const std::string& what, uint64_t case_seed) const {
-    return std::string(dtype_name(dtype())) + " " + op_name(op()) + " " + activation_name(act()) + " " + what +
-           " (seed " + std::to_string(case_seed) + ", KF_TEST_SEED=" + std::to_string(base_seed()) + ")";
+    return std::string(dtype_name(dtype())) + " " + op_name(op()) + " " + activation_name(act()) +
+           " " + what + " (seed " + std::to_string(case_seed) +
+           ", KF_TEST_SEED=" + std::to_string(base_seed()) + ")";
   }
 
   // Dense a and b, fresh out (poisoned), compared against the reference.
@@ -183,17 +188,30 @@ class ElementwiseNumeric : public ::testing::TestWithParam<Param>, protected Dev
     const auto bv = fill(b, dtype(), static_cast<size_t>(kf_test::numel(b_shape)), s + 1);
     kf_test::poison(out);
     KF_ASSERT_OK(call(op(), ctx(), a, b, out, act()));
-    kf_test::expect_close(kf_test::download(out), reference(op(), act(), av, a_shape, bv, b_shape), tolerance(dtype()),
-                          what);
+    kf_test::expect_close(kf_test::download(out), reference(op(), act(), av, a_shape, bv, b_shape),
+                          tolerance(dtype()), what);
   }
 };
 
 TEST_P(ElementwiseNumeric, OddSizesAndBroadcasting) {
   const std::vector<std::pair<Shape, Shape>> cases = {
-      {{1}, {1}},           {{7}, {7}},          {{1023}, {1023}},   {{4097}, {4097}},  {{3, 5, 7}, {3, 5, 7}},
-      {{}, {}},             {{6, 33}, {33}},     {{4, 64}, {64}},    {{2, 3, 40}, {40}}, {{37}, {1}},
-      {{5, 9}, {}},         {{5, 3, 7}, {5, 1, 7}}, {{4, 3, 7}, {3, 7}}, {{3, 5}, {3, 1}}, {{1, 7}, {7}},
-      {{2, 1, 3, 1, 5}, {3, 1, 5}}, {{0, 5}, {5}},
+      {{1}, {1}},
+      {{7}, {7}},
+      {{1023}, {1023}},
+      {{4097}, {4097}},
+      {{3, 5, 7}, {3, 5, 7}},
+      {{}, {}},
+      {{6, 33}, {33}},
+      {{4, 64}, {64}},
+      {{2, 3, 40}, {40}},
+      {{37}, {1}},
+      {{5, 9}, {}},
+      {{5, 3, 7}, {5, 1, 7}},
+      {{4, 3, 7}, {3, 7}},
+      {{3, 5}, {3, 1}},
+      {{1, 7}, {7}},
+      {{2, 1, 3, 1, 5}, {3, 1, 5}},
+      {{0, 5}, {5}},
   };
   uint64_t salt = 0;
   for (const auto& c : cases) check_dense(c.first, c.second, salt += 2);
@@ -207,17 +225,50 @@ TEST_P(ElementwiseNumeric, StridedViews) {
     int64_t offset;
   };
   const std::vector<std::tuple<std::string, View, View, View>> cases = {
-      {"a transposed", {{7, 5}, {5, 7}, {1, 5}, 0}, {{5, 7}, {5, 7}, {7, 1}, 0}, {{5, 7}, {5, 7}, {7, 1}, 0}},
-      {"b sliced", {{5, 7}, {5, 7}, {7, 1}, 0}, {{5, 15}, {5, 7}, {15, 2}, 1}, {{5, 7}, {5, 7}, {7, 1}, 0}},
-      {"out row slice", {{5, 7}, {5, 7}, {7, 1}, 0}, {{5, 7}, {5, 7}, {7, 1}, 0}, {{6, 9}, {5, 7}, {9, 1}, 10}},
-      {"all transposed alike", {{7, 5}, {5, 7}, {1, 5}, 0}, {{7, 5}, {5, 7}, {1, 5}, 0}, {{7, 5}, {5, 7}, {1, 5}, 0}},
-      {"out transposed, b bias", {{5, 7}, {5, 7}, {7, 1}, 0}, {{7}, {7}, {1}, 0}, {{7, 5}, {5, 7}, {1, 5}, 0}},
-      {"3-D mixed", {{3, 4, 10}, {3, 4, 5}, {40, 10, 2}, 1}, {{4, 5}, {4, 5}, {5, 1}, 0}, {{5, 4, 3}, {3, 4, 5}, {1, 3, 12}, 0}},
-      {"a broadcast view", {{7}, {5, 7}, {0, 1}, 0}, {{5, 7}, {5, 7}, {7, 1}, 0}, {{5, 7}, {5, 7}, {7, 1}, 0}},
-      {"same misalignment", {{1003}, {1000}, {1}, 1}, {{1003}, {1000}, {1}, 1}, {{1003}, {1000}, {1}, 1}},
-      {"different misalignment", {{1003}, {1000}, {1}, 1}, {{1003}, {1000}, {1}, 2}, {{1003}, {1000}, {1}, 3}},
-      {"scalar b, misaligned a/out", {{1003}, {1000}, {1}, 3}, {{2}, {1}, {1}, 1}, {{1003}, {1000}, {1}, 3}},
-      {"bias row at an offset", {{4, 64}, {4, 64}, {64, 1}, 0}, {{72}, {64}, {1}, 8}, {{4, 64}, {4, 64}, {64, 1}, 0}},
+      {"a transposed",
+       {{7, 5}, {5, 7}, {1, 5}, 0},
+       {{5, 7}, {5, 7}, {7, 1}, 0},
+       {{5, 7}, {5, 7}, {7, 1}, 0}},
+      {"b sliced",
+       {{5, 7}, {5, 7}, {7, 1}, 0},
+       {{5, 15}, {5, 7}, {15, 2}, 1},
+       {{5, 7}, {5, 7}, {7, 1}, 0}},
+      {"out row slice",
+       {{5, 7}, {5, 7}, {7, 1}, 0},
+       {{5, 7}, {5, 7}, {7, 1}, 0},
+       {{6, 9}, {5, 7}, {9, 1}, 10}},
+      {"all transposed alike",
+       {{7, 5}, {5, 7}, {1, 5}, 0},
+       {{7, 5}, {5, 7}, {1, 5}, 0},
+       {{7, 5}, {5, 7}, {1, 5}, 0}},
+      {"out transposed, b bias",
+       {{5, 7}, {5, 7}, {7, 1}, 0},
+       {{7}, {7}, {1}, 0},
+       {{7, 5}, {5, 7}, {1, 5}, 0}},
+      {"3-D mixed",
+       {{3, 4, 10}, {3, 4, 5}, {40, 10, 2}, 1},
+       {{4, 5}, {4, 5}, {5, 1}, 0},
+       {{5, 4, 3}, {3, 4, 5}, {1, 3, 12}, 0}},
+      {"a broadcast view",
+       {{7}, {5, 7}, {0, 1}, 0},
+       {{5, 7}, {5, 7}, {7, 1}, 0},
+       {{5, 7}, {5, 7}, {7, 1}, 0}},
+      {"same misalignment",
+       {{1003}, {1000}, {1}, 1},
+       {{1003}, {1000}, {1}, 1},
+       {{1003}, {1000}, {1}, 1}},
+      {"different misalignment",
+       {{1003}, {1000}, {1}, 1},
+       {{1003}, {1000}, {1}, 2},
+       {{1003}, {1000}, {1}, 3}},
+      {"scalar b, misaligned a/out",
+       {{1003}, {1000}, {1}, 3},
+       {{2}, {1}, {1}, 1},
+       {{1003}, {1000}, {1}, 3}},
+      {"bias row at an offset",
+       {{4, 64}, {4, 64}, {64, 1}, 0},
+       {{72}, {64}, {1}, 8},
+       {{4, 64}, {4, 64}, {64, 1}, 0}},
   };
   uint64_t salt = s;
   for (const auto& c : cases) {
@@ -235,10 +286,12 @@ TEST_P(ElementwiseNumeric, StridedViews) {
     ASSERT_TRUE(a.t && b.t && out.t);
     // Inputs are written through the packed bases and read back through the views' offsets, so
     // the expected values do not depend on the library's own strided copies.
-    const auto a_values = gather(fill(a_base, dtype(), static_cast<size_t>(kf_test::numel(av.base_shape)), ++salt),
-                                 view_offsets(av.shape, av.strides, av.offset));
-    const auto b_values = gather(fill(b_base, dtype(), static_cast<size_t>(kf_test::numel(bv.base_shape)), ++salt),
-                                 view_offsets(bv.shape, bv.strides, bv.offset));
+    const auto a_values =
+        gather(fill(a_base, dtype(), static_cast<size_t>(kf_test::numel(av.base_shape)), ++salt),
+               view_offsets(av.shape, av.strides, av.offset));
+    const auto b_values =
+        gather(fill(b_base, dtype(), static_cast<size_t>(kf_test::numel(bv.base_shape)), ++salt),
+               view_offsets(bv.shape, bv.strides, bv.offset));
     kf_test::poison(out_base);
     KF_ASSERT_OK(call(op(), ctx(), a, b, out, act()));
     const auto want = reference(op(), act(), a_values, av.shape, b_values, bv.shape);
@@ -246,10 +299,12 @@ TEST_P(ElementwiseNumeric, StridedViews) {
     // Nothing outside the view was written.
     std::vector<double> whole = kf_test::download(out_base);
     std::vector<bool> inside(whole.size(), false);
-    for (int64_t o : view_offsets(ov.shape, ov.strides, ov.offset)) inside[static_cast<size_t>(o)] = true;
+    for (int64_t o : view_offsets(ov.shape, ov.strides, ov.offset))
+      inside[static_cast<size_t>(o)] = true;
     for (size_t i = 0; i < whole.size(); ++i) {
       if (!inside[i]) {
-        EXPECT_TRUE(std::isnan(whole[i])) << what << ": element " << i << " outside out was written";
+        EXPECT_TRUE(std::isnan(whole[i]))
+            << what << ": element " << i << " outside out was written";
       }
     }
   }
@@ -265,8 +320,8 @@ TEST_P(ElementwiseNumeric, InPlace) {
     const auto av = fill(a, dtype(), 9 * 13, s);
     const auto bv = fill(b, dtype(), 13, s + 1);
     KF_ASSERT_OK(call(op(), ctx(), a, b, a, act()));
-    kf_test::expect_close(kf_test::download(a), reference(op(), act(), av, shape, bv, {13}), tolerance(dtype()),
-                          label("out is a", s));
+    kf_test::expect_close(kf_test::download(a), reference(op(), act(), av, shape, bv, {13}),
+                          tolerance(dtype()), label("out is a", s));
   }
   {  // a and out are distinct handles describing the same elements (a transposed view)
     SCOPED_TRACE(label("out is a's view", s + 2));
@@ -277,26 +332,28 @@ TEST_P(ElementwiseNumeric, InPlace) {
     const auto av = fill(a, dtype(), 9 * 13, s + 2);
     const auto bv = fill(b, dtype(), 9 * 13, s + 3);
     KF_ASSERT_OK(call(op(), ctx(), a, b, out, act()));
-    kf_test::expect_close(kf_test::download(out), reference(op(), act(), av, shape, bv, shape), tolerance(dtype()),
-                          label("out is a's view", s + 2));
+    kf_test::expect_close(kf_test::download(out), reference(op(), act(), av, shape, bv, shape),
+                          tolerance(dtype()), label("out is a's view", s + 2));
   }
 }
 
 std::string param_name(const ::testing::TestParamInfo<Param>& info) {
-  return std::string(dtype_name(std::get<0>(info.param))) + "_" + op_name(std::get<1>(info.param)) + "_" +
-         activation_name(std::get<2>(info.param));
+  return std::string(dtype_name(std::get<0>(info.param))) + "_" + op_name(std::get<1>(info.param)) +
+         "_" + activation_name(std::get<2>(info.param));
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTypes, ElementwiseNumeric,
-                         ::testing::Combine(::testing::Values(KF_DTYPE_FLOAT32, KF_DTYPE_FLOAT16, KF_DTYPE_BFLOAT16,
-                                                              KF_DTYPE_FLOAT64),
-                                            ::testing::Values(Op::add, Op::mul),
-                                            ::testing::Values(KF_ACTIVATION_NONE, KF_ACTIVATION_RELU, KF_ACTIVATION_GELU,
-                                                              KF_ACTIVATION_GELU_TANH, KF_ACTIVATION_SILU,
-                                                              KF_ACTIVATION_TANH, KF_ACTIVATION_SIGMOID)),
-                         param_name);
+INSTANTIATE_TEST_SUITE_P(
+    AllTypes, ElementwiseNumeric,
+    ::testing::Combine(::testing::Values(KF_DTYPE_FLOAT32, KF_DTYPE_FLOAT16, KF_DTYPE_BFLOAT16,
+                                         KF_DTYPE_FLOAT64),
+                       ::testing::Values(Op::add, Op::mul),
+                       ::testing::Values(KF_ACTIVATION_NONE, KF_ACTIVATION_RELU, KF_ACTIVATION_GELU,
+                                         KF_ACTIVATION_GELU_TANH, KF_ACTIVATION_SILU,
+                                         KF_ACTIVATION_TANH, KF_ACTIVATION_SIGMOID)),
+    param_name);
 
-// ---- large tensors: many grid-stride iterations on CUDA, many chunks on the CPU pool --------------
+// ---- large tensors: many grid-stride iterations on CUDA, many chunks on the CPU pool
+// --------------
 
 using LargeParam = std::tuple<kf_dtype_t, Op>;
 
@@ -314,9 +371,9 @@ TEST_P(ElementwiseLarge, DenseScalarBiasAndStrided) {
   const Op op = std::get<1>(GetParam());
   const uint64_t s = base_seed() + 7919u * static_cast<uint64_t>(dtype) + static_cast<uint64_t>(op);
   const std::vector<std::tuple<Shape, Shape, kf_activation_t>> cases = {
-      {{5000011}, {5000011}, KF_ACTIVATION_GELU},     // dense, several grid passes, odd tail
-      {{3000017}, {1}, KF_ACTIVATION_SILU},           // scalar
-      {{1024, 2048}, {2048}, KF_ACTIVATION_GELU_TANH},  // bias, vectorised rows
+      {{5000011}, {5000011}, KF_ACTIVATION_GELU},        // dense, several grid passes, odd tail
+      {{3000017}, {1}, KF_ACTIVATION_SILU},              // scalar
+      {{1024, 2048}, {2048}, KF_ACTIVATION_GELU_TANH},   // bias, vectorised rows
       {{2049, 1001}, {2049, 1}, KF_ACTIVATION_SIGMOID},  // column broadcast: strided path
   };
   uint64_t salt = s;
@@ -324,9 +381,9 @@ TEST_P(ElementwiseLarge, DenseScalarBiasAndStrided) {
     const Shape& a_shape = std::get<0>(c);
     const Shape& b_shape = std::get<1>(c);
     const kf_activation_t act = std::get<2>(c);
-    const std::string what = std::string(dtype_name(dtype)) + " " + op_name(op) + " " + activation_name(act) + " " +
-                             shape_str(a_shape) + " with b " + shape_str(b_shape) + " (seed " +
-                             std::to_string(salt) + ")";
+    const std::string what = std::string(dtype_name(dtype)) + " " + op_name(op) + " " +
+                             activation_name(act) + " " + shape_str(a_shape) + " with b " +
+                             shape_str(b_shape) + " (seed " + std::to_string(salt) + ")";
     SCOPED_TRACE(what);
     Tensor a = kf_test::make_tensor(ctx(), dtype, a_shape);
     Tensor b = kf_test::make_tensor(ctx(), dtype, b_shape);
@@ -335,13 +392,14 @@ TEST_P(ElementwiseLarge, DenseScalarBiasAndStrided) {
     const auto bv = fill(b, dtype, static_cast<size_t>(kf_test::numel(b_shape)), ++salt);
     kf_test::poison(out);
     KF_ASSERT_OK(call(op, ctx(), a, b, out, act));
-    kf_test::expect_close(kf_test::download(out), reference(op, act, av, a_shape, bv, b_shape), tolerance(dtype), what);
+    kf_test::expect_close(kf_test::download(out), reference(op, act, av, a_shape, bv, b_shape),
+                          tolerance(dtype), what);
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, ElementwiseLarge,
-                         ::testing::Combine(::testing::Values(KF_DTYPE_FLOAT32, KF_DTYPE_FLOAT16, KF_DTYPE_BFLOAT16,
-                                                              KF_DTYPE_FLOAT64),
+                         ::testing::Combine(::testing::Values(KF_DTYPE_FLOAT32, KF_DTYPE_FLOAT16,
+                                                              KF_DTYPE_BFLOAT16, KF_DTYPE_FLOAT64),
                                             ::testing::Values(Op::add, Op::mul)),
                          [](const ::testing::TestParamInfo<LargeParam>& info) {
                            return std::string(dtype_name(std::get<0>(info.param))) + "_" +
@@ -362,8 +420,8 @@ class Elementwise : public ::testing::Test, protected DeviceTest {
   }
   // Runs body, which must fail with code, for both ops; out must be unchanged (still poisoned).
   // Returns the last failure's message.
-  std::string expect_error(kf_result_t code, const std::function<kf_result_t(Op)>& body, kf_tensor_t* out,
-                           const std::string& what) {
+  std::string expect_error(kf_result_t code, const std::function<kf_result_t(Op)>& body,
+                           kf_tensor_t* out, const std::string& what) {
     SCOPED_TRACE(what);
     std::string message;
     for (Op op : {Op::add, Op::mul}) {
@@ -371,7 +429,8 @@ class Elementwise : public ::testing::Test, protected DeviceTest {
       KF_EXPECT_ERR(body(op), code);
       message = kf_get_last_error_message();
       if (out) {
-        for (double v : kf_test::download(out)) EXPECT_TRUE(std::isnan(v)) << what << ": a failing call wrote out";
+        for (double v : kf_test::download(out))
+          EXPECT_TRUE(std::isnan(v)) << what << ": a failing call wrote out";
       }
     }
     return message;
@@ -387,7 +446,8 @@ TEST_F(Elementwise, ExplicitStream) {
   kf_test::poison(out);
   KF_ASSERT_OK(kf_fused_elementwise_mul_activation(ctx(), a, b, out, KF_ACTIVATION_SILU, stream));
   KF_ASSERT_OK(kf_stream_synchronize(stream));
-  kf_test::expect_close(kf_test::download(out), reference(Op::mul, KF_ACTIVATION_SILU, av, {257, 3}, bv, {3}),
+  kf_test::expect_close(kf_test::download(out),
+                        reference(Op::mul, KF_ACTIVATION_SILU, av, {257, 3}, bv, {3}),
                         kf_test::tolerance(KF_DTYPE_FLOAT32), "explicit stream");
   KF_ASSERT_OK(kf_stream_destroy(stream));
 }
@@ -396,27 +456,34 @@ TEST_F(Elementwise, EmptyTensorsSucceed) {
   Tensor a = tensor({0, 5}), b = tensor({5}), out = tensor({0, 5});
   KF_ASSERT_OK(kf_fused_elementwise_add_activation(ctx(), a, b, out, KF_ACTIVATION_GELU, nullptr));
   Tensor b_empty = tensor({0, 1});
-  KF_ASSERT_OK(kf_fused_elementwise_mul_activation(ctx(), a, b_empty, out, KF_ACTIVATION_NONE, nullptr));
+  KF_ASSERT_OK(
+      kf_fused_elementwise_mul_activation(ctx(), a, b_empty, out, KF_ACTIVATION_NONE, nullptr));
 }
 
 TEST_F(Elementwise, ReadsOfOverlappingInputsAreFine) {
   Tensor a = tensor({4, 6}), out = tensor({4, 6});
   const auto av = fill(a, KF_DTYPE_FLOAT32, 24, base_seed());
   KF_ASSERT_OK(kf_fused_elementwise_mul_activation(ctx(), a, a, out, KF_ACTIVATION_NONE, nullptr));
-  kf_test::expect_close(kf_test::download(out), reference(Op::mul, KF_ACTIVATION_NONE, av, {4, 6}, av, {4, 6}),
+  kf_test::expect_close(kf_test::download(out),
+                        reference(Op::mul, KF_ACTIVATION_NONE, av, {4, 6}, av, {4, 6}),
                         kf_test::tolerance(KF_DTYPE_FLOAT32), "a * a");
 }
 
 TEST_F(Elementwise, NullHandles) {
   Tensor a = tensor({3, 5}), b = tensor({5}), out = tensor({3, 5});
-  expect_error(KF_ERROR_INVALID_HANDLE, [&](Op op) { return call(op, nullptr, a, b, out, KF_ACTIVATION_NONE); }, out,
-               "NULL ctx");
-  expect_error(KF_ERROR_INVALID_HANDLE, [&](Op op) { return call(op, ctx(), nullptr, b, out, KF_ACTIVATION_NONE); },
-               out, "NULL a");
-  expect_error(KF_ERROR_INVALID_HANDLE, [&](Op op) { return call(op, ctx(), a, nullptr, out, KF_ACTIVATION_NONE); },
-               out, "NULL b");
-  expect_error(KF_ERROR_INVALID_HANDLE, [&](Op op) { return call(op, ctx(), a, b, nullptr, KF_ACTIVATION_NONE); },
-               nullptr, "NULL out");
+  expect_error(
+      KF_ERROR_INVALID_HANDLE,
+      [&](Op op) { return call(op, nullptr, a, b, out, KF_ACTIVATION_NONE); }, out, "NULL ctx");
+  expect_error(
+      KF_ERROR_INVALID_HANDLE,
+      [&](Op op) { return call(op, ctx(), nullptr, b, out, KF_ACTIVATION_NONE); }, out, "NULL a");
+  expect_error(
+      KF_ERROR_INVALID_HANDLE,
+      [&](Op op) { return call(op, ctx(), a, nullptr, out, KF_ACTIVATION_NONE); }, out, "NULL b");
+  expect_error(
+      KF_ERROR_INVALID_HANDLE,
+      [&](Op op) { return call(op, ctx(), a, b, nullptr, KF_ACTIVATION_NONE); }, nullptr,
+      "NULL out");
 }
 
 TEST_F(Elementwise, DestroyedHandles) {
@@ -425,16 +492,22 @@ TEST_F(Elementwise, DestroyedHandles) {
   kf_tensor_t* gone = nullptr;
   KF_ASSERT_OK(kf_tensor_create(ctx(), &desc, &gone));
   KF_ASSERT_OK(kf_tensor_destroy(gone));  // `gone` is a dangling handle from here on
-  expect_error(KF_ERROR_INVALID_HANDLE, [&](Op op) { return call(op, ctx(), a, gone, out, KF_ACTIVATION_NONE); }, out,
-               "destroyed b");
+  expect_error(
+      KF_ERROR_INVALID_HANDLE,
+      [&](Op op) { return call(op, ctx(), a, gone, out, KF_ACTIVATION_NONE); }, out, "destroyed b");
   kf_stream_t* stream = nullptr;
   KF_ASSERT_OK(kf_stream_create(ctx(), nullptr, &stream));
   KF_ASSERT_OK(kf_stream_destroy(stream));
-  expect_error(KF_ERROR_INVALID_HANDLE,
-               [&](Op op) { return call(op, ctx(), a, b, out, KF_ACTIVATION_NONE, stream); }, out, "destroyed stream");
-  expect_error(KF_ERROR_INVALID_HANDLE,
-               [&](Op op) { return call(op, reinterpret_cast<kf_context_t*>(a.t), a, b, out, KF_ACTIVATION_NONE); },
-               out, "tensor passed as ctx");
+  expect_error(
+      KF_ERROR_INVALID_HANDLE,
+      [&](Op op) { return call(op, ctx(), a, b, out, KF_ACTIVATION_NONE, stream); }, out,
+      "destroyed stream");
+  expect_error(
+      KF_ERROR_INVALID_HANDLE,
+      [&](Op op) {
+        return call(op, reinterpret_cast<kf_context_t*>(a.t), a, b, out, KF_ACTIVATION_NONE);
+      },
+      out, "tensor passed as ctx");
 }
 
 TEST_F(Elementwise, ForeignContext) {
@@ -443,49 +516,69 @@ TEST_F(Elementwise, ForeignContext) {
   Tensor a = tensor({3, 5}), b = tensor({5}), out = tensor({3, 5});
   Tensor foreign = kf_test::make_tensor(other, KF_DTYPE_FLOAT32, {5});
   Tensor foreign_out = kf_test::make_tensor(other, KF_DTYPE_FLOAT32, {3, 5});
-  expect_error(KF_ERROR_DEVICE_MISMATCH, [&](Op op) { return call(op, ctx(), a, foreign, out, KF_ACTIVATION_NONE); },
-               out, "b from another context");
-  expect_error(KF_ERROR_DEVICE_MISMATCH,
-               [&](Op op) { return call(op, ctx(), a, b, foreign_out, KF_ACTIVATION_NONE); }, foreign_out,
-               "out from another context");
+  expect_error(
+      KF_ERROR_DEVICE_MISMATCH,
+      [&](Op op) { return call(op, ctx(), a, foreign, out, KF_ACTIVATION_NONE); }, out,
+      "b from another context");
+  expect_error(
+      KF_ERROR_DEVICE_MISMATCH,
+      [&](Op op) { return call(op, ctx(), a, b, foreign_out, KF_ACTIVATION_NONE); }, foreign_out,
+      "out from another context");
   kf_stream_t* stream = nullptr;
   KF_ASSERT_OK(kf_stream_create(other, nullptr, &stream));
-  expect_error(KF_ERROR_DEVICE_MISMATCH,
-               [&](Op op) { return call(op, ctx(), a, b, out, KF_ACTIVATION_NONE, stream); }, out,
-               "stream from another context");
+  expect_error(
+      KF_ERROR_DEVICE_MISMATCH,
+      [&](Op op) { return call(op, ctx(), a, b, out, KF_ACTIVATION_NONE, stream); }, out,
+      "stream from another context");
   KF_ASSERT_OK(kf_stream_destroy(stream));
 }
 
 TEST_F(Elementwise, ShapeMismatch) {
   Tensor a = tensor({3, 5}), out = tensor({3, 5});
-  Tensor b34 = tensor({3, 4}), b235 = tensor({2, 3, 5}), b1_5 = tensor({2, 5}), out34 = tensor({3, 4});
+  Tensor b34 = tensor({3, 4}), b235 = tensor({2, 3, 5}), b1_5 = tensor({2, 5}),
+         out34 = tensor({3, 4});
   Tensor out_flat = tensor({15});
   const std::string message = expect_error(
-      KF_ERROR_SHAPE_MISMATCH, [&](Op op) { return call(op, ctx(), a, b34, out, KF_ACTIVATION_NONE); }, out,
+      KF_ERROR_SHAPE_MISMATCH,
+      [&](Op op) { return call(op, ctx(), a, b34, out, KF_ACTIVATION_NONE); }, out,
       "b [3,4] onto [3,5]");
   EXPECT_NE(message.find("[3,4]"), std::string::npos) << message;
   EXPECT_NE(message.find("[3,5]"), std::string::npos) << message;
-  expect_error(KF_ERROR_SHAPE_MISMATCH, [&](Op op) { return call(op, ctx(), a, b235, out, KF_ACTIVATION_NONE); },
-               out, "b has more dims than a");
-  expect_error(KF_ERROR_SHAPE_MISMATCH, [&](Op op) { return call(op, ctx(), a, b1_5, out, KF_ACTIVATION_NONE); },
-               out, "b [2,5] onto [3,5]");
-  expect_error(KF_ERROR_SHAPE_MISMATCH, [&](Op op) { return call(op, ctx(), a, a, out34, KF_ACTIVATION_NONE); },
-               out34, "out [3,4] for a [3,5]");
-  expect_error(KF_ERROR_SHAPE_MISMATCH, [&](Op op) { return call(op, ctx(), a, a, out_flat, KF_ACTIVATION_NONE); },
-               out_flat, "out [15] for a [3,5]");
+  expect_error(
+      KF_ERROR_SHAPE_MISMATCH,
+      [&](Op op) { return call(op, ctx(), a, b235, out, KF_ACTIVATION_NONE); }, out,
+      "b has more dims than a");
+  expect_error(
+      KF_ERROR_SHAPE_MISMATCH,
+      [&](Op op) { return call(op, ctx(), a, b1_5, out, KF_ACTIVATION_NONE); }, out,
+      "b [2,5] onto [3,5]");
+  expect_error(
+      KF_ERROR_SHAPE_MISMATCH,
+      [&](Op op) { return call(op, ctx(), a, a, out34, KF_ACTIVATION_NONE); }, out34,
+      "out [3,4] for a [3,5]");
+  expect_error(
+      KF_ERROR_SHAPE_MISMATCH,
+      [&](Op op) { return call(op, ctx(), a, a, out_flat, KF_ACTIVATION_NONE); }, out_flat,
+      "out [15] for a [3,5]");
 }
 
 TEST_F(Elementwise, DtypeMismatch) {
   Tensor a = tensor({3, 5}), out = tensor({3, 5});
   Tensor b16 = tensor({5}, KF_DTYPE_FLOAT16), out64 = tensor({3, 5}, KF_DTYPE_FLOAT64);
-  expect_error(KF_ERROR_DTYPE_MISMATCH, [&](Op op) { return call(op, ctx(), a, b16, out, KF_ACTIVATION_NONE); }, out,
-               "f16 b with f32 a");
-  expect_error(KF_ERROR_DTYPE_MISMATCH, [&](Op op) { return call(op, ctx(), a, a, out64, KF_ACTIVATION_NONE); },
-               out64, "f64 out with f32 a");
+  expect_error(
+      KF_ERROR_DTYPE_MISMATCH,
+      [&](Op op) { return call(op, ctx(), a, b16, out, KF_ACTIVATION_NONE); }, out,
+      "f16 b with f32 a");
+  expect_error(
+      KF_ERROR_DTYPE_MISMATCH,
+      [&](Op op) { return call(op, ctx(), a, a, out64, KF_ACTIVATION_NONE); }, out64,
+      "f64 out with f32 a");
   for (kf_dtype_t dtype : {KF_DTYPE_INT8, KF_DTYPE_UINT8, KF_DTYPE_INT32, KF_DTYPE_INT64}) {
     Tensor ia = tensor({3, 5}, dtype), ib = tensor({5}, dtype), iout = tensor({3, 5}, dtype);
-    expect_error(KF_ERROR_DTYPE_MISMATCH, [&](Op op) { return call(op, ctx(), ia, ib, iout, KF_ACTIVATION_NONE); },
-                 nullptr, std::string("integer dtype ") + std::to_string(dtype));
+    expect_error(
+        KF_ERROR_DTYPE_MISMATCH,
+        [&](Op op) { return call(op, ctx(), ia, ib, iout, KF_ACTIVATION_NONE); }, nullptr,
+        std::string("integer dtype ") + std::to_string(dtype));
   }
 }
 
@@ -493,15 +586,16 @@ TEST_F(Elementwise, UnknownActivation) {
   Tensor a = tensor({3, 5}), b = tensor({5}), out = tensor({3, 5});
   // Called the way a C program (or ctypes) passes an out-of-range enum: as a plain int. Going
   // through a kf_activation_t variable in C++ would itself be undefined (and trips UBSan).
-  using RawEntry = kf_result_t (*)(kf_context_t*, const kf_tensor_t*, const kf_tensor_t*, kf_tensor_t*, int32_t,
-                                   kf_stream_t*);
+  using RawEntry = kf_result_t (*)(kf_context_t*, const kf_tensor_t*, const kf_tensor_t*,
+                                   kf_tensor_t*, int32_t, kf_stream_t*);
   static_assert(sizeof(kf_activation_t) == sizeof(int32_t), "enum passed as int32_t");
   for (int32_t act : {-1, 7, 1000}) {
     expect_error(
         KF_ERROR_INVALID_ARGUMENT,
         [&](Op op) {
-          RawEntry entry = reinterpret_cast<RawEntry>(op == Op::add ? &kf_fused_elementwise_add_activation
-                                                                    : &kf_fused_elementwise_mul_activation);
+          RawEntry entry =
+              reinterpret_cast<RawEntry>(op == Op::add ? &kf_fused_elementwise_add_activation
+                                                       : &kf_fused_elementwise_mul_activation);
           return entry(ctx(), a, b, out, act, nullptr);
         },
         out, "activation " + std::to_string(act));
@@ -515,31 +609,39 @@ TEST_F(Elementwise, OverlappingOutput) {
   Tensor b = tensor({8});
   fill(base, KF_DTYPE_FLOAT32, 16, base_seed());
   fill(b, KF_DTYPE_FLOAT32, 8, base_seed() + 1);
-  expect_error(KF_ERROR_INVALID_ARGUMENT, [&](Op op) { return call(op, ctx(), a, b, shifted, KF_ACTIVATION_NONE); },
-               nullptr, "out partially overlaps a");
-  expect_error(KF_ERROR_INVALID_ARGUMENT, [&](Op op) { return call(op, ctx(), b, a, shifted, KF_ACTIVATION_NONE); },
-               nullptr, "out partially overlaps b");
-  expect_error(KF_ERROR_INVALID_ARGUMENT, [&](Op op) { return call(op, ctx(), b, a, a, KF_ACTIVATION_NONE); },
-               nullptr, "out is b");
+  expect_error(
+      KF_ERROR_INVALID_ARGUMENT,
+      [&](Op op) { return call(op, ctx(), a, b, shifted, KF_ACTIVATION_NONE); }, nullptr,
+      "out partially overlaps a");
+  expect_error(
+      KF_ERROR_INVALID_ARGUMENT,
+      [&](Op op) { return call(op, ctx(), b, a, shifted, KF_ACTIVATION_NONE); }, nullptr,
+      "out partially overlaps b");
+  expect_error(
+      KF_ERROR_INVALID_ARGUMENT,
+      [&](Op op) { return call(op, ctx(), b, a, a, KF_ACTIVATION_NONE); }, nullptr, "out is b");
   Tensor every_other = make_view(base, KF_DTYPE_FLOAT32, {8}, {2}, 0);
-  expect_error(KF_ERROR_INVALID_ARGUMENT,
-               [&](Op op) { return call(op, ctx(), a, b, every_other, KF_ACTIVATION_NONE); }, nullptr,
-               "out a different view of a's memory");
+  expect_error(
+      KF_ERROR_INVALID_ARGUMENT,
+      [&](Op op) { return call(op, ctx(), a, b, every_other, KF_ACTIVATION_NONE); }, nullptr,
+      "out a different view of a's memory");
 }
 
 TEST_F(Elementwise, UnwritableOutput) {
   Tensor a = tensor({3, 3}), b = tensor({3}), out = tensor({3, 3});
   Tensor row = tensor({3});
   Tensor broadcast_out = make_view(row, KF_DTYPE_FLOAT32, {3, 3}, {0, 1}, 0);
-  expect_error(KF_ERROR_INVALID_ARGUMENT,
-               [&](Op op) { return call(op, ctx(), a, b, broadcast_out, KF_ACTIVATION_NONE); }, row,
-               "zero-stride out");
+  expect_error(
+      KF_ERROR_INVALID_ARGUMENT,
+      [&](Op op) { return call(op, ctx(), a, b, broadcast_out, KF_ACTIVATION_NONE); }, row,
+      "zero-stride out");
   Tensor four = tensor({4});
   Tensor self_overlapping = make_view(four, KF_DTYPE_FLOAT32, {3, 2}, {1, 1}, 0);
   Tensor a32 = tensor({3, 2}), b2 = tensor({2});
-  expect_error(KF_ERROR_INVALID_ARGUMENT,
-               [&](Op op) { return call(op, ctx(), a32, b2, self_overlapping, KF_ACTIVATION_NONE); }, four,
-               "self-overlapping out");
+  expect_error(
+      KF_ERROR_INVALID_ARGUMENT,
+      [&](Op op) { return call(op, ctx(), a32, b2, self_overlapping, KF_ACTIVATION_NONE); }, four,
+      "self-overlapping out");
 
   DLManagedTensorVersioned* exported = nullptr;
   KF_ASSERT_OK(kf_tensor_to_dlpack(out, &exported));
@@ -549,9 +651,12 @@ TEST_F(Elementwise, UnwritableOutput) {
   if (r != KF_SUCCESS) exported->deleter(exported);
   KF_ASSERT_OK(r);
   Tensor read_only(imported);
-  expect_error(KF_ERROR_INVALID_ARGUMENT,
-               [&](Op op) { return call(op, ctx(), a, b, read_only, KF_ACTIVATION_NONE); }, out, "read-only out");
-  KF_ASSERT_OK(kf_fused_elementwise_add_activation(ctx(), read_only, b, a, KF_ACTIVATION_NONE, nullptr));
+  expect_error(
+      KF_ERROR_INVALID_ARGUMENT,
+      [&](Op op) { return call(op, ctx(), a, b, read_only, KF_ACTIVATION_NONE); }, out,
+      "read-only out");
+  KF_ASSERT_OK(
+      kf_fused_elementwise_add_activation(ctx(), read_only, b, a, KF_ACTIVATION_NONE, nullptr));
 }
 
 TEST_F(Elementwise, MisalignedElements) {
@@ -560,15 +665,19 @@ TEST_F(Elementwise, MisalignedElements) {
   KF_ASSERT_OK(kf_tensor_get_data(storage, &data));
   kf_tensor_desc_t desc = kf_test::make_desc(KF_DTYPE_FLOAT32, {3});
   kf_tensor_t* wrapped = nullptr;
-  const kf_result_t r = kf_tensor_wrap(ctx(), &desc, static_cast<char*>(data) + 2, 40, nullptr, nullptr, &wrapped);
-  if (r != KF_SUCCESS) {  // the runtime refuses such memory itself, so nothing misaligned reaches the op
+  const kf_result_t r =
+      kf_tensor_wrap(ctx(), &desc, static_cast<char*>(data) + 2, 40, nullptr, nullptr, &wrapped);
+  if (r !=
+      KF_SUCCESS) {  // the runtime refuses such memory itself, so nothing misaligned reaches the op
     EXPECT_EQ(r, KF_ERROR_INVALID_ARGUMENT) << kf_get_last_error_message();
     return;
   }
   Tensor misaligned(wrapped);
   Tensor b = tensor({3}), out = tensor({3});
-  expect_error(KF_ERROR_INVALID_ARGUMENT, [&](Op op) { return call(op, ctx(), misaligned, b, out, KF_ACTIVATION_NONE); },
-               out, "a not aligned to its elements");
+  expect_error(
+      KF_ERROR_INVALID_ARGUMENT,
+      [&](Op op) { return call(op, ctx(), misaligned, b, out, KF_ACTIVATION_NONE); }, out,
+      "a not aligned to its elements");
 }
 
 }  // namespace

@@ -21,7 +21,8 @@ void contiguous_range(const S* a, const S* b, S* out, int64_t n) {
 template <class S, class Op, class Act>
 void scalar_range(const S* a, math::compute_t<S> y, S* out, int64_t n) {
   using Traits = math::StorageTraits<S>;
-  for (int64_t i = 0; i < n; ++i) out[i] = FusedOp<S, Op, Act>::compute(Traits::to_compute(a[i]), y);
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = FusedOp<S, Op, Act>::compute(Traits::to_compute(a[i]), y);
 }
 
 template <class S, class Op, class Act>
@@ -98,12 +99,14 @@ void run_typed(const Plan& p, ThreadPool& threads) {
       break;
     }
     case Layout::bias:
-      threads.parallel_for(p.count, kGrain,
-                           [&](int64_t begin, int64_t end) { bias_range<S, Op, Act>(p, a, b, out, begin, end); });
+      threads.parallel_for(p.count, kGrain, [&](int64_t begin, int64_t end) {
+        bias_range<S, Op, Act>(p, a, b, out, begin, end);
+      });
       break;
     case Layout::strided:
-      threads.parallel_for(p.count, kGrain,
-                           [&](int64_t begin, int64_t end) { strided_range<S, Op, Act>(p, a, b, out, begin, end); });
+      threads.parallel_for(p.count, kGrain, [&](int64_t begin, int64_t end) {
+        strided_range<S, Op, Act>(p, a, b, out, begin, end);
+      });
       break;
   }
 }

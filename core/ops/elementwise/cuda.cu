@@ -31,7 +31,8 @@ enum class BMode { dense, scalar, bias };
 template <class S, BMode Mode>
 struct DensePolicy {
   static constexpr int threads = 256;
-  static constexpr int min_blocks_per_sm = sizeof(S) == 8 ? 4 : 8;  // 8: 2048 threads/SM, <= 32 registers
+  static constexpr int min_blocks_per_sm =
+      sizeof(S) == 8 ? 4 : 8;              // 8: 2048 threads/SM, <= 32 registers
   static constexpr int vector_bytes = 16;  // one LDG.128 / STG.128 per access
   static constexpr int width = vector_bytes / static_cast<int>(sizeof(S));  // elements per vector
   static constexpr int unroll = 1;  // vectors per operand per thread per iteration
@@ -56,9 +57,12 @@ struct FastDivmod32 {
   FastDivmod32() = default;
   explicit FastDivmod32(uint32_t d) : divisor(d) {
     while (shift < 32 && (uint32_t{1} << shift) < d) ++shift;
-    multiplier = static_cast<uint32_t>(((uint64_t{1} << 32) * ((uint64_t{1} << shift) - d)) / d + 1);
+    multiplier =
+        static_cast<uint32_t>(((uint64_t{1} << 32) * ((uint64_t{1} << shift) - d)) / d + 1);
   }
-  __device__ __forceinline__ uint32_t div(uint32_t n) const { return (__umulhi(n, multiplier) + n) >> shift; }
+  __device__ __forceinline__ uint32_t div(uint32_t n) const {
+    return (__umulhi(n, multiplier) + n) >> shift;
+  }
 };
 
 struct Divmod64 {
@@ -68,9 +72,16 @@ struct Divmod64 {
   __device__ __forceinline__ int64_t div(int64_t n) const { return n / divisor; }
 };
 
-template <class Index> struct DivmodFor;
-template <> struct DivmodFor<uint32_t> { using type = FastDivmod32; };
-template <> struct DivmodFor<int64_t> { using type = Divmod64; };
+template <class Index>
+struct DivmodFor;
+template <>
+struct DivmodFor<uint32_t> {
+  using type = FastDivmod32;
+};
+template <>
+struct DivmodFor<int64_t> {
+  using type = Divmod64;
+};
 
 template <class S, int Width>
 union Vector {
@@ -83,16 +94,17 @@ union Vector {
 template <class S>
 struct DenseArgs {
   const S* a;
-  const S* b;     // dense: aligned like a; scalar: one element; bias: 16-byte aligned row
+  const S* b;  // dense: aligned like a; scalar: one element; bias: 16-byte aligned row
   S* out;
-  uint32_t head;     // elements before a and out reach a 16-byte boundary (< width)
-  uint32_t vectors;  // whole vectors after the head
-  uint32_t tail;     // elements after the vectors (< width)
+  uint32_t head;             // elements before a and out reach a 16-byte boundary (< width)
+  uint32_t vectors;          // whole vectors after the head
+  uint32_t tail;             // elements after the vectors (< width)
   FastDivmod32 row_vectors;  // bias: vectors per b row
 };
 
 template <class Policy, class S, class Op, class Act, BMode Mode>
-__global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm) dense_kernel(DenseArgs<S> args) {
+__global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
+    dense_kernel(DenseArgs<S> args) {
   using Fused = FusedOp<S, Op, Act>;
   using Traits = math::StorageTraits<S>;
   using T = math::compute_t<S>;
@@ -106,7 +118,8 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm) de
   if constexpr (Mode != BMode::bias) {  // bias launches are whole aligned vectors
     const uint32_t thread = blockIdx.x * kThreads + threadIdx.x;
     if (thread < args.head + args.tail) {
-      const uint32_t i = thread < args.head ? thread : thread + args.vectors * kWidth;  // tail follows the vectors
+      const uint32_t i =
+          thread < args.head ? thread : thread + args.vectors * kWidth;  // tail follows the vectors
       if constexpr (Mode == BMode::scalar)
         args.out[i] = Fused::compute(Traits::to_compute(args.a[i]), b_scalar);
       else
@@ -115,10 +128,12 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm) de
   }
 
   const uint4* a = reinterpret_cast<const uint4*>(args.a + args.head);
-  const uint4* b = reinterpret_cast<const uint4*>(Mode == BMode::dense ? args.b + args.head : args.b);
+  const uint4* b =
+      reinterpret_cast<const uint4*>(Mode == BMode::dense ? args.b + args.head : args.b);
   uint4* out = reinterpret_cast<uint4*>(args.out + args.head);
   const uint32_t step = gridDim.x * kThreads * kUnroll;
-  for (uint32_t base = blockIdx.x * kThreads * kUnroll + threadIdx.x; base < args.vectors; base += step) {
+  for (uint32_t base = blockIdx.x * kThreads * kUnroll + threadIdx.x; base < args.vectors;
+       base += step) {
     Vector<S, kWidth> x[kUnroll], y[kUnroll];
 #pragma unroll
     for (int k = 0; k < kUnroll; ++k) {
@@ -126,7 +141,8 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm) de
       if (i < args.vectors) {
         x[k].raw = a[i];
         if constexpr (Mode == BMode::dense) y[k].raw = b[i];
-        if constexpr (Mode == BMode::bias) y[k].raw = b[i - args.row_vectors.div(i) * args.row_vectors.divisor];
+        if constexpr (Mode == BMode::bias)
+          y[k].raw = b[i - args.row_vectors.div(i) * args.row_vectors.divisor];
       }
     }
 #pragma unroll
@@ -173,8 +189,8 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
   constexpr Index kThreads = Policy::threads;
 
   const Index step = static_cast<Index>(gridDim.x) * kThreads * kUnroll;
-  for (Index base = static_cast<Index>(blockIdx.x) * kThreads * kUnroll + threadIdx.x; base < args.count;
-       base += step) {
+  for (Index base = static_cast<Index>(blockIdx.x) * kThreads * kUnroll + threadIdx.x;
+       base < args.count; base += step) {
     T x[kUnroll], y[kUnroll];
     Index out_offset[kUnroll];
 #pragma unroll
@@ -200,7 +216,8 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
 #pragma unroll
     for (int k = 0; k < kUnroll; ++k) {
       if (base + k * kThreads < args.count)
-        out[out_offset[k]] = Traits::from_compute(math::apply_activation(args.act, Op{}(x[k], y[k])));
+        out[out_offset[k]] =
+            Traits::from_compute(math::apply_activation(args.act, Op{}(x[k], y[k])));
     }
   }
 }
@@ -208,7 +225,8 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
 // ---- host side --------------------------------------------------------------------------------
 
 void check_cuda(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) fail(KF_ERROR_CUDA, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+  if (e != cudaSuccess)
+    fail(KF_ERROR_CUDA, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
 // SM count of a device, queried once.
@@ -219,12 +237,14 @@ int sm_count(int32_t device) {
     if (int n = cache[device].load(std::memory_order_relaxed)) return n;
   }
   int n = 0;
-  check_cuda(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+  check_cuda(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device),
+             "cudaDeviceGetAttribute");
   if (device >= 0 && device < kCached) cache[device].store(n, std::memory_order_relaxed);
   return n;
 }
 
-// Resident blocks per SM of a kernel, queried once per kernel (at least the launch bound's minimum).
+// Resident blocks per SM of a kernel, queried once per kernel (at least the launch bound's
+// minimum).
 template <class Kernel>
 int resident_blocks(Kernel kernel, int threads, int minimum) {
   static const int blocks = [&] {
@@ -255,22 +275,25 @@ void launch_dense(const Plan& p, int sms, cudaStream_t stream) {
   const S* b = static_cast<const S*>(p.b);
   S* out = static_cast<S*>(p.out);
   // Bias launches start on row boundaries so that every launch's b index restarts at 0.
-  const int64_t chunk = Mode == BMode::bias ? (kMaxDenseLaunch / p.row_length) * p.row_length : kMaxDenseLaunch;
+  const int64_t chunk =
+      Mode == BMode::bias ? (kMaxDenseLaunch / p.row_length) * p.row_length : kMaxDenseLaunch;
   for (int64_t done = 0; done < p.count; done += chunk) {
     const int64_t n = std::min(chunk, p.count - done);
     DenseArgs<S> args;
     args.a = a + done;
     args.b = Mode == BMode::dense ? b + done : b;
     args.out = out + done;
-    const int misaligned = static_cast<int>(reinterpret_cast<uintptr_t>(args.out) % Policy::vector_bytes) /
-                           static_cast<int>(sizeof(S));
+    const int misaligned =
+        static_cast<int>(reinterpret_cast<uintptr_t>(args.out) % Policy::vector_bytes) /
+        static_cast<int>(sizeof(S));
     const int64_t head = std::min<int64_t>(misaligned ? kWidth - misaligned : 0, n);
     args.head = static_cast<uint32_t>(head);
     args.vectors = static_cast<uint32_t>((n - head) / kWidth);
     args.tail = static_cast<uint32_t>(n - head - int64_t{args.vectors} * kWidth);
-    if (Mode == BMode::bias) args.row_vectors = FastDivmod32(static_cast<uint32_t>(p.row_length / kWidth));
-    const uint32_t grid = grid_size(std::max<int64_t>(args.vectors, 1), int64_t{Policy::threads} * Policy::unroll,
-                                    sms, blocks_per_sm);
+    if (Mode == BMode::bias)
+      args.row_vectors = FastDivmod32(static_cast<uint32_t>(p.row_length / kWidth));
+    const uint32_t grid = grid_size(std::max<int64_t>(args.vectors, 1),
+                                    int64_t{Policy::threads} * Policy::unroll, sms, blocks_per_sm);
     kernel<<<grid, Policy::threads, 0, stream>>>(args);
     check_launch();
   }
@@ -292,9 +315,10 @@ void launch_strided(const Plan& p, int sms, cudaStream_t stream) {
     args.b_strides[d] = static_cast<Index>(p.b_strides[from]);
     args.out_strides[d] = static_cast<Index>(p.out_strides[from]);
   }
-  const uint32_t grid = grid_size(p.count, int64_t{Policy::threads} * Policy::unroll, sms, blocks_per_sm);
-  kernel<<<grid, Policy::threads, 0, stream>>>(static_cast<const S*>(p.a), static_cast<const S*>(p.b),
-                                                 static_cast<S*>(p.out), args);
+  const uint32_t grid =
+      grid_size(p.count, int64_t{Policy::threads} * Policy::unroll, sms, blocks_per_sm);
+  kernel<<<grid, Policy::threads, 0, stream>>>(
+      static_cast<const S*>(p.a), static_cast<const S*>(p.b), static_cast<S*>(p.out), args);
   check_launch();
 }
 
@@ -324,12 +348,11 @@ void run_typed(const Plan& p, int sms, cudaStream_t stream) {
       if (aligned_alike(p.a, p.out)) return launch_dense<S, Op, Act, BMode::scalar>(p, sms, stream);
       break;
     case Layout::bias:
-      if (p.row_length % kWidth == 0 && p.row_length <= kMaxDenseLaunch && aligned(p.a) && aligned(p.b) &&
-          aligned(p.out))
+      if (p.row_length % kWidth == 0 && p.row_length <= kMaxDenseLaunch && aligned(p.a) &&
+          aligned(p.b) && aligned(p.out))
         return launch_dense<S, Op, Act, BMode::bias>(p, sms, stream);
       break;
-    case Layout::strided:
-      break;
+    case Layout::strided: break;
   }
   run_strided<S, Op>(p, sms, stream);
 }
@@ -345,7 +368,8 @@ void run_cuda(const Plan& plan, int32_t device_id, void* native_stream) {
     dispatch_op(plan.op, [&](auto op) {
       using Op = decltype(op);
       if (plan.layout == Layout::strided) return run_strided<S, Op>(plan, sms, stream);
-      dispatch_activation(plan.act, [&](auto act) { run_typed<S, Op, decltype(act)>(plan, sms, stream); });
+      dispatch_activation(plan.act,
+                          [&](auto act) { run_typed<S, Op, decltype(act)>(plan, sms, stream); });
     });
   });
 }

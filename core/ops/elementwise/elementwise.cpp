@@ -26,13 +26,15 @@ static_assert(static_cast<int>(math::Activation::none) == KF_ACTIVATION_NONE &&
               "math::Activation must mirror kf_activation_t");
 
 const char* entry_name(math::BinaryOp op) {
-  return op == math::BinaryOp::add ? "kf_fused_elementwise_add_activation" : "kf_fused_elementwise_mul_activation";
+  return op == math::BinaryOp::add ? "kf_fused_elementwise_add_activation"
+                                   : "kf_fused_elementwise_mul_activation";
 }
 
 void check_dtypes(math::BinaryOp op, const kf_tensor_desc_t& a, const kf_tensor_desc_t& b,
                   const kf_tensor_desc_t& out) {
   KF_REQUIRE(is_floating(a.dtype), KF_ERROR_DTYPE_MISMATCH,
-             "%s supports f32, f16, bf16 and f64, not dtype %s (tensor a)", entry_name(op), dtype_name(a.dtype));
+             "%s supports f32, f16, bf16 and f64, not dtype %s (tensor a)", entry_name(op),
+             dtype_name(a.dtype));
   KF_REQUIRE(b.dtype == a.dtype, KF_ERROR_DTYPE_MISMATCH, "tensor b has dtype %s, but a has %s",
              dtype_name(b.dtype), dtype_name(a.dtype));
   KF_REQUIRE(out.dtype == a.dtype, KF_ERROR_DTYPE_MISMATCH, "tensor out has dtype %s, but a has %s",
@@ -40,18 +42,21 @@ void check_dtypes(math::BinaryOp op, const kf_tensor_desc_t& a, const kf_tensor_
 }
 
 // NumPy rules, one-sided: b's dims align with a's trailing dims and each is a's extent or 1.
-void check_shapes(const kf_tensor_desc_t& a, const kf_tensor_desc_t& b, const kf_tensor_desc_t& out) {
+void check_shapes(const kf_tensor_desc_t& a, const kf_tensor_desc_t& b,
+                  const kf_tensor_desc_t& out) {
   bool broadcastable = b.ndim <= a.ndim;
   for (int32_t j = 0; broadcastable && j < b.ndim; ++j) {
     const int64_t extent = a.shape[j + a.ndim - b.ndim];
     broadcastable = b.shape[j] == extent || b.shape[j] == 1;
   }
-  KF_REQUIRE(broadcastable, KF_ERROR_SHAPE_MISMATCH, "tensor b has shape %s, not broadcastable to %s",
-             shape_string(b).c_str(), shape_string(a).c_str());
+  KF_REQUIRE(broadcastable, KF_ERROR_SHAPE_MISMATCH,
+             "tensor b has shape %s, not broadcastable to %s", shape_string(b).c_str(),
+             shape_string(a).c_str());
   bool same = out.ndim == a.ndim;
   for (int32_t i = 0; same && i < a.ndim; ++i) same = out.shape[i] == a.shape[i];
-  KF_REQUIRE(same, KF_ERROR_SHAPE_MISMATCH, "tensor out has shape %s, but it must have a's shape %s",
-             shape_string(out).c_str(), shape_string(a).c_str());
+  KF_REQUIRE(same, KF_ERROR_SHAPE_MISMATCH,
+             "tensor out has shape %s, but it must have a's shape %s", shape_string(out).c_str(),
+             shape_string(a).c_str());
 }
 
 int64_t extent_of(const Plan& p, const int64_t* strides) {
@@ -144,7 +149,8 @@ Plan make_plan(math::BinaryOp op, math::Activation act, const kf_tensor_t* a, co
   } else if (dense_1d && p.b_strides[0] == 0) {
     p.layout = Layout::scalar;
   } else if (p.ndim == 2 && p.a_strides[1] == 1 && p.out_strides[1] == 1 && p.b_strides[1] == 1 &&
-             p.a_strides[0] == p.shape[1] && p.out_strides[0] == p.shape[1] && p.b_strides[0] == 0) {
+             p.a_strides[0] == p.shape[1] && p.out_strides[0] == p.shape[1] &&
+             p.b_strides[0] == 0) {
     p.layout = Layout::bias;
     p.row_length = p.shape[1];
   } else {
@@ -156,15 +162,16 @@ Plan make_plan(math::BinaryOp op, math::Activation act, const kf_tensor_t* a, co
   return p;
 }
 
-void run(math::BinaryOp op, kf_context_t* ctx_handle, const kf_tensor_t* a_handle, const kf_tensor_t* b_handle,
-         kf_tensor_t* out_handle, int32_t act, kf_stream_t* s) {
+void run(math::BinaryOp op, kf_context_t* ctx_handle, const kf_tensor_t* a_handle,
+         const kf_tensor_t* b_handle, kf_tensor_t* out_handle, int32_t act, kf_stream_t* s) {
   kf_context_t* ctx = checked_context(ctx_handle, "ctx");
   const kf_tensor_t* a = checked_tensor(a_handle, ctx, "a");
   const kf_tensor_t* b = checked_tensor(b_handle, ctx, "b");
   kf_tensor_t* out = checked_output(out_handle, ctx, "out");
   kf_stream_t* stream = resolve_stream(ctx, s, "s");
   KF_REQUIRE_ARG(act >= 0 && act < math::kActivationCount,
-                 "unknown activation %d (expected a kf_activation_t, 0..%d)", act, math::kActivationCount - 1);
+                 "unknown activation %d (expected a kf_activation_t, 0..%d)", act,
+                 math::kActivationCount - 1);
   check_dtypes(op, a->desc, b->desc, out->desc);
   check_shapes(a->desc, b->desc, out->desc);
   // Borrowed memory (kf_tensor_wrap, DLPack byte offsets) can start anywhere; no kernel can load
@@ -172,11 +179,15 @@ void run(math::BinaryOp op, kf_context_t* ctx_handle, const kf_tensor_t* a_handl
   for (const kf_tensor_t* t : {a, b, static_cast<const kf_tensor_t*>(out)}) {
     KF_REQUIRE_ARG(reinterpret_cast<uintptr_t>(t->data) % dtype_size(t->desc.dtype) == 0,
                    "tensor %s starts at %p, which is not aligned to its %zu-byte elements",
-                   t == a ? "a" : t == b ? "b" : "out", t->data, dtype_size(t->desc.dtype));
+                   t == a   ? "a"
+                   : t == b ? "b"
+                            : "out",
+                   t->data, dtype_size(t->desc.dtype));
   }
   KF_REQUIRE_ARG(!may_overlap(out, b), "tensor out overlaps input b; use a separate output");
-  KF_REQUIRE_ARG(same_view(out, a) || !may_overlap(out, a),
-                 "tensor out partially overlaps input a; only the exact in-place form (out is a) is allowed");
+  KF_REQUIRE_ARG(
+      same_view(out, a) || !may_overlap(out, a),
+      "tensor out partially overlaps input a; only the exact in-place form (out is a) is allowed");
 
   const Plan plan = make_plan(op, static_cast<math::Activation>(act), a, b, out);
   if (plan.count == 0) return;
@@ -200,7 +211,8 @@ void run(math::BinaryOp op, kf_context_t* ctx_handle, const kf_tensor_t* a_handl
 // A C caller may pass any int as a kf_activation_t; reading it through the enum type would be
 // undefined in C++ for values outside the enumerators, so the bits are copied out unread.
 int32_t raw_activation(const kf_activation_t* act) {
-  static_assert(sizeof(kf_activation_t) == sizeof(int32_t), "kf_activation_t is passed as a 32-bit int");
+  static_assert(sizeof(kf_activation_t) == sizeof(int32_t),
+                "kf_activation_t is passed as a 32-bit int");
   int32_t value;
   std::memcpy(&value, act, sizeof value);
   return value;
@@ -211,16 +223,20 @@ int32_t raw_activation(const kf_activation_t* act) {
 
 extern "C" {
 
-kf_result_t kf_fused_elementwise_add_activation(kf_context_t* ctx, const kf_tensor_t* a, const kf_tensor_t* b,
-                                                kf_tensor_t* out, kf_activation_t act, kf_stream_t* s) {
+kf_result_t kf_fused_elementwise_add_activation(kf_context_t* ctx, const kf_tensor_t* a,
+                                                const kf_tensor_t* b, kf_tensor_t* out,
+                                                kf_activation_t act, kf_stream_t* s) {
   const int32_t activation = kf::elementwise::raw_activation(&act);
-  return kf::api_call([&] { kf::elementwise::run(kf::math::BinaryOp::add, ctx, a, b, out, activation, s); });
+  return kf::api_call(
+      [&] { kf::elementwise::run(kf::math::BinaryOp::add, ctx, a, b, out, activation, s); });
 }
 
-kf_result_t kf_fused_elementwise_mul_activation(kf_context_t* ctx, const kf_tensor_t* a, const kf_tensor_t* b,
-                                                kf_tensor_t* out, kf_activation_t act, kf_stream_t* s) {
+kf_result_t kf_fused_elementwise_mul_activation(kf_context_t* ctx, const kf_tensor_t* a,
+                                                const kf_tensor_t* b, kf_tensor_t* out,
+                                                kf_activation_t act, kf_stream_t* s) {
   const int32_t activation = kf::elementwise::raw_activation(&act);
-  return kf::api_call([&] { kf::elementwise::run(kf::math::BinaryOp::mul, ctx, a, b, out, activation, s); });
+  return kf::api_call(
+      [&] { kf::elementwise::run(kf::math::BinaryOp::mul, ctx, a, b, out, activation, s); });
 }
 
 }  // extern "C"

@@ -1,5 +1,6 @@
 // The elementwise family's internal interface: the C entry (elementwise.cpp) validates its
-// arguments and reduces them to a Plan; the backends (cpu.cpp, cuda.cu) execute a Plan and trust it.
+// arguments and reduces them to a Plan; the backends (cpu.cpp, cuda.cu) execute a Plan and trust
+// it.
 #pragma once
 
 #include <cstdint>
@@ -20,8 +21,8 @@ namespace kf::elementwise {
 enum class Layout {
   contiguous,  // a, b, out dense, same order: out[i] = f(a[i], b[i])
   scalar,      // a, out dense; b one element: out[i] = f(a[i], b[0])
-  bias,        // a, out dense [rows, row_length]; b one dense row: out[i] = f(a[i], b[i % row_length])
-  strided,     // anything else: up to KF_MAX_DIMS dims, element strides per tensor (0 = broadcast)
+  bias,     // a, out dense [rows, row_length]; b one dense row: out[i] = f(a[i], b[i % row_length])
+  strided,  // anything else: up to KF_MAX_DIMS dims, element strides per tensor (0 = broadcast)
 };
 
 struct Plan {
@@ -54,7 +55,9 @@ struct FusedOp {
   using Traits = math::StorageTraits<S>;
   using T = typename Traits::compute_type;
   static KF_HOST_DEVICE S compute(T x, T y) { return Traits::from_compute(Act{}(Op{}(x, y))); }
-  static KF_HOST_DEVICE S apply(S x, S y) { return compute(Traits::to_compute(x), Traits::to_compute(y)); }
+  static KF_HOST_DEVICE S apply(S x, S y) {
+    return compute(Traits::to_compute(x), Traits::to_compute(y));
+  }
 };
 
 // Calls fn with a value of the storage type for dtype (floating dtypes only; the entry checked).
