@@ -36,7 +36,8 @@ struct HostCostResult {
   int64_t calls = 0;
   int64_t elements = 0;
   int sync_every = 0;
-  double us_per_call = 0;
+  double us_per_call = 0;         // host time inside the calls (drains excluded): the host cost
+  double us_per_call_drained = 0;  // wall time including the drains: bounded by the GPU as well
   std::string error;  // empty on success
 };
 

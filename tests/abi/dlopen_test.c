@@ -13,17 +13,7 @@
 
 #include "kernel_fusion/kernel_fusion.h"
 
-static int failures = 0;
-
-#define CHECK(cond, ...)                                      \
-  do {                                                        \
-    if (!(cond)) {                                            \
-      fprintf(stderr, "%s:%d: FAILED: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                           \
-      fputc('\n', stderr);                                    \
-      ++failures;                                             \
-    }                                                         \
-  } while (0)
+#include "c_check.h"
 
 /* Stops the test unless a call through the table succeeded. */
 #define CHECK_OK(api, call)                                                             \

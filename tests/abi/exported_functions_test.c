@@ -9,17 +9,7 @@
 
 #include "exported_functions.h"
 
-static int failures = 0;
-
-#define CHECK(cond, ...)                                      \
-  do {                                                        \
-    if (!(cond)) {                                            \
-      fprintf(stderr, "%s:%d: FAILED: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                           \
-      fputc('\n', stderr);                                    \
-      ++failures;                                             \
-    }                                                         \
-  } while (0)
+#include "c_check.h"
 
 static kf_any_fn resolve(const char* name) {
   void* symbol = dlsym(RTLD_DEFAULT, name);
