@@ -58,7 +58,13 @@ KF_FROZEN(tensor_to_dlpack, 336);
 KF_FROZEN(tensor_to_dlpack_legacy, 344);
 KF_FROZEN(fused_elementwise_add_activation, 352);
 KF_FROZEN(fused_elementwise_mul_activation, 360);
-static_assert(sizeof(kf_api_t) == 368, "kf_api_t version 1 has 44 functions");
+KF_FROZEN(fused_bias_activation, 368);
+KF_FROZEN(fused_gelu_dropout, 376);
+KF_FROZEN(fused_layer_norm_activation, 384);
+KF_FROZEN(fused_rms_norm_activation, 392);
+KF_FROZEN(fused_softmax, 400);
+KF_FROZEN(log_softmax, 408);
+static_assert(sizeof(kf_api_t) == 416, "kf_api_t version 1 has 50 functions");
 #undef KF_FROZEN
 
 const kf_api_t kApiV1 = {
@@ -109,6 +115,12 @@ const kf_api_t kApiV1 = {
     &kf_tensor_to_dlpack_legacy,
     &kf_fused_elementwise_add_activation,
     &kf_fused_elementwise_mul_activation,
+    &kf_fused_bias_activation,
+    &kf_fused_gelu_dropout,
+    &kf_fused_layer_norm_activation,
+    &kf_fused_rms_norm_activation,
+    &kf_fused_softmax,
+    &kf_log_softmax,
 };
 
 }  // namespace

@@ -104,6 +104,24 @@ typedef struct kf_api_t {
   kf_result_t (*fused_elementwise_mul_activation)(
       kf_context_t*, const kf_tensor_t*, const kf_tensor_t*, kf_tensor_t*, kf_activation_t,
       kf_stream_t*); /**< kf_fused_elementwise_mul_activation(). */
+  kf_result_t (*fused_bias_activation)(kf_context_t*, const kf_tensor_t*, const kf_tensor_t*,
+                                       kf_tensor_t*, kf_activation_t,
+                                       kf_stream_t*); /**< kf_fused_bias_activation(). */
+  kf_result_t (*fused_gelu_dropout)(kf_context_t*, const kf_tensor_t*, kf_tensor_t*, kf_tensor_t*,
+                                    double, int32_t, uint64_t, uint64_t,
+                                    kf_stream_t*); /**< kf_fused_gelu_dropout(). */
+  kf_result_t (*fused_layer_norm_activation)(
+      kf_context_t*, const kf_tensor_t*, const kf_tensor_t*, const kf_tensor_t*, kf_tensor_t*,
+      kf_tensor_t*, kf_tensor_t*, int32_t, double, kf_activation_t,
+      kf_stream_t*); /**< kf_fused_layer_norm_activation(). */
+  kf_result_t (*fused_rms_norm_activation)(kf_context_t*, const kf_tensor_t*, const kf_tensor_t*,
+                                           const kf_tensor_t*, kf_tensor_t*, kf_tensor_t*, double,
+                                           kf_activation_t,
+                                           kf_stream_t*); /**< kf_fused_rms_norm_activation(). */
+  kf_result_t (*fused_softmax)(kf_context_t*, const kf_tensor_t*, const kf_tensor_t*, kf_tensor_t*,
+                               double, int32_t, kf_stream_t*); /**< kf_fused_softmax(). */
+  kf_result_t (*log_softmax)(kf_context_t*, const kf_tensor_t*, const kf_tensor_t*, kf_tensor_t*,
+                             double, int32_t, kf_stream_t*); /**< kf_log_softmax(). */
 } kf_api_t;
 
 /**

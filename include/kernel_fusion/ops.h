@@ -56,6 +56,193 @@ KF_API kf_result_t kf_fused_elementwise_mul_activation(kf_context_t* ctx, const 
                                                        const kf_tensor_t* b, kf_tensor_t* out,
                                                        kf_activation_t act, kf_stream_t* s);
 
+/* ---- bias + activation, GELU + dropout ------------------------------------------------------ */
+
+/**
+ * @brief out = act(x + bias), with the 1-D @p bias broadcast along @p x's last dimension (the
+ *        seed op fused_bias_gelu is @p act = KF_ACTIVATION_GELU).
+ *
+ * All three tensors share one floating dtype (f32, f16, bf16, f64); any may be strided; @p out
+ * must have @p x's shape and may be @p x itself (in place).
+ *
+ * @param ctx Context owning all tensors.
+ * @param x Input, at least 1-D; its last extent is the hidden size.
+ * @param bias Bias of shape [hidden].
+ * @param out Result tensor, shape of @p x.
+ * @param act Activation applied to the sum.
+ * @param s Stream, or NULL for the context's default stream.
+ * @retval KF_SUCCESS the op was enqueued.
+ * @retval KF_ERROR_INVALID_HANDLE a handle is not live.
+ * @retval KF_ERROR_DEVICE_MISMATCH a tensor or the stream belongs to another context.
+ * @retval KF_ERROR_SHAPE_MISMATCH @p x is a scalar, @p bias is not [hidden], or @p out differs
+ *         from @p x's shape.
+ * @retval KF_ERROR_DTYPE_MISMATCH dtypes differ or are not floating point.
+ * @retval KF_ERROR_INVALID_ARGUMENT unknown @p act; @p out overlaps @p bias, overlaps @p x other
+ *         than exactly, writes one element twice (zero stride), or is read-only.
+ */
+KF_API kf_result_t kf_fused_bias_activation(kf_context_t* ctx, const kf_tensor_t* x,
+                                            const kf_tensor_t* bias, kf_tensor_t* out,
+                                            kf_activation_t act, kf_stream_t* s);
+
+/**
+ * @brief out = dropout(gelu(x)): each element is kept with probability 1 - @p p and then
+ *        scaled by 1 / (1 - @p p), or set to exactly 0.
+ *
+ * The random numbers are curand's Philox4_32_10 stream, on every backend: element i (x's
+ * row-major index, whatever the strides) uses the i-th 32-bit number r that curand returns after
+ * curand_init(seed, offset, 0) (that is, word i % 4 of the Philox block with counter
+ * (i / 4, @p offset) and key @p seed), and is kept when u = (r >> 8) * 2^-24 satisfies u >= @p p.
+ * The mask therefore depends only on (@p seed, @p offset, i): CPU and CUDA produce the same mask,
+ * and distinct offsets give independent masks (use a new offset, or seed, per call).
+ *
+ * @p x and @p out share one floating dtype (f32, f16, bf16, f64), may be strided, and @p out may be
+ * @p x itself (in place).
+ *
+ * @param ctx Context owning all tensors.
+ * @param x Input.
+ * @param out Result tensor, shape of @p x.
+ * @param mask_out NULL, or a uint8 tensor of @p x's shape that receives 1 for kept and 0 for
+ *        dropped elements (all ones when not training).
+ * @param p Drop probability, in [0, 1).
+ * @param training Nonzero: apply dropout. Zero: out = gelu(x) and nothing is dropped.
+ * @param seed Philox key.
+ * @param offset Philox subsequence; advance it between calls that share a seed.
+ * @param s Stream, or NULL for the context's default stream.
+ * @retval KF_SUCCESS the op was enqueued.
+ * @retval KF_ERROR_INVALID_HANDLE a handle is not live.
+ * @retval KF_ERROR_DEVICE_MISMATCH a tensor or the stream belongs to another context.
+ * @retval KF_ERROR_SHAPE_MISMATCH @p out or @p mask_out differs from @p x's shape.
+ * @retval KF_ERROR_DTYPE_MISMATCH @p x is not floating point, @p out's dtype differs, or
+ *         @p mask_out is not uint8.
+ * @retval KF_ERROR_INVALID_ARGUMENT @p p outside [0, 1) or NaN; @p out overlaps @p x other than
+ *         exactly; @p mask_out overlaps @p x or @p out; an output writes one element twice or is
+ *         read-only.
+ */
+KF_API kf_result_t kf_fused_gelu_dropout(kf_context_t* ctx, const kf_tensor_t* x, kf_tensor_t* out,
+                                         kf_tensor_t* mask_out, double p, int32_t training,
+                                         uint64_t seed, uint64_t offset, kf_stream_t* s);
+
+/* ---- row-wise ops: norms and softmax ------------------------------------------------------ */
+
+/**
+ * @brief Layer norm over the last @p normalized_ndim dims of @p x, optional affine, then an
+ *        activation: out = act((x - mean) * rstd * weight + bias), rstd = 1 / sqrt(var + eps).
+ *
+ * Each row (the elements of the last @p normalized_ndim dims for one index of the leading dims)
+ * is normalized by its own mean and biased variance, accumulated in f32 (f64 for f64 data) with a
+ * shifted two-pass scheme that stays accurate when the mean dwarfs the spread. Any tensor may be
+ * strided; @p out may be @p x itself (in place).
+ *
+ * @param ctx Context owning all tensors.
+ * @param x Input, any floating dtype (f32, f16, bf16, f64), at least @p normalized_ndim dims.
+ * @param weight Scale shaped like x's last @p normalized_ndim dims, x's dtype; NULL for 1.
+ * @param bias Shift shaped like @p weight, x's dtype; NULL for 0.
+ * @param out Result, x's shape and dtype.
+ * @param mean_out Saved row means shaped like x's leading dims (0-d when all dims are
+ *        normalized), f32 (f64 for f64 x); NULL to skip.
+ * @param rstd_out Saved 1 / sqrt(var + eps), same shape and dtype as @p mean_out; NULL to skip.
+ * @param normalized_ndim How many trailing dims form a row, 1 to x's ndim.
+ * @param eps Added to the variance; positive and finite.
+ * @param act Activation applied last.
+ * @param s Stream, or NULL for the context's default stream.
+ * @retval KF_ERROR_INVALID_HANDLE a handle is not live.
+ * @retval KF_ERROR_DEVICE_MISMATCH a tensor or the stream belongs to another context.
+ * @retval KF_ERROR_SHAPE_MISMATCH weight, bias, out or a statistics tensor has the wrong shape, or
+ *         statistics were asked for rows with no elements.
+ * @retval KF_ERROR_DTYPE_MISMATCH x is not floating point, or another tensor's dtype differs from
+ *         the one required.
+ * @retval KF_ERROR_INVALID_ARGUMENT @p normalized_ndim out of range; @p eps not positive or not
+ *         finite; unknown @p act; an output overlapping another operand (other than out being
+ *         exactly x), writing one element twice, misaligned or read-only.
+ */
+KF_API kf_result_t kf_fused_layer_norm_activation(kf_context_t* ctx, const kf_tensor_t* x,
+                                                  const kf_tensor_t* weight,
+                                                  const kf_tensor_t* bias, kf_tensor_t* out,
+                                                  kf_tensor_t* mean_out, kf_tensor_t* rstd_out,
+                                                  int32_t normalized_ndim, double eps,
+                                                  kf_activation_t act, kf_stream_t* s);
+
+/**
+ * @brief RMS norm over the last dim with an optional residual add, then an activation:
+ *        h = x + residual (or x), out = act(h / sqrt(mean(h^2) + eps) * weight).
+ *
+ * The fused add + norm of transformer blocks: h is computed in f32 (f64 for f64 data), written to
+ * @p residual_out when given, and normalized without being re-read. Any tensor may be strided;
+ * @p out and @p residual_out may each be exactly @p x or @p residual (in place), but not each
+ * other.
+ *
+ * @param ctx Context owning all tensors.
+ * @param x Input, any floating dtype (f32, f16, bf16, f64), at least one dim.
+ * @param residual Added to @p x before the norm, x's shape and dtype; NULL for none.
+ * @param weight Scale of shape [x's last extent], x's dtype; NULL for 1.
+ * @param out Result, x's shape and dtype.
+ * @param residual_out Receives h = x + residual (x's shape and dtype); NULL to skip. Requires
+ *        @p residual.
+ * @param eps Added to the mean square; positive and finite.
+ * @param act Activation applied last.
+ * @param s Stream, or NULL for the context's default stream.
+ * @retval KF_ERROR_INVALID_HANDLE a handle is not live.
+ * @retval KF_ERROR_DEVICE_MISMATCH a tensor or the stream belongs to another context.
+ * @retval KF_ERROR_SHAPE_MISMATCH residual, weight, out or residual_out has the wrong shape.
+ * @retval KF_ERROR_DTYPE_MISMATCH x is not floating point, or another tensor's dtype differs.
+ * @retval KF_ERROR_INVALID_ARGUMENT @p eps not positive or not finite; unknown @p act;
+ *         @p residual_out without @p residual; an output overlapping another operand other than
+ *         in the allowed in-place forms, writing one element twice, misaligned or read-only.
+ */
+KF_API kf_result_t kf_fused_rms_norm_activation(kf_context_t* ctx, const kf_tensor_t* x,
+                                                const kf_tensor_t* residual,
+                                                const kf_tensor_t* weight, kf_tensor_t* out,
+                                                kf_tensor_t* residual_out, double eps,
+                                                kf_activation_t act, kf_stream_t* s);
+
+/**
+ * @brief Scale-mask-softmax over the last dim: out = softmax(scale * x + mask), with an optional
+ *        causal mask.
+ *
+ * For x of shape [..., Lq, Lk] (Lq = 1 for 1-D x), the causal mask hides position (i, j) when
+ * j > i + (Lk - Lq): the diagonal is aligned to the bottom-right, so the last query row sees every
+ * key (with Lq > Lk the first Lq - Lk rows see none). Hidden positions and -inf logits count as
+ * exp(-inf) = 0; a row with every position hidden gives 0 everywhere, not NaN. The row maximum is
+ * subtracted before exponentiating; accumulation is in f32 (f64 for f64 data). Any tensor may be
+ * strided; @p out may be @p x itself (in place).
+ *
+ * @param ctx Context owning all tensors.
+ * @param x Logits, any floating dtype (f32, f16, bf16, f64), at least one dim.
+ * @param mask Additive mask broadcastable to x (NumPy rules; e.g. [Lk], [Lq,Lk], [B,1,Lq,Lk]),
+ *        x's dtype, -inf to hide a position; NULL for none.
+ * @param out Result, x's shape and dtype.
+ * @param scale Multiplies x before the mask is added; finite.
+ * @param causal Nonzero to apply the causal mask.
+ * @param s Stream, or NULL for the context's default stream.
+ * @retval KF_ERROR_INVALID_HANDLE a handle is not live.
+ * @retval KF_ERROR_DEVICE_MISMATCH a tensor or the stream belongs to another context.
+ * @retval KF_ERROR_SHAPE_MISMATCH @p mask is not broadcastable to x, or @p out differs from x's
+ *         shape.
+ * @retval KF_ERROR_DTYPE_MISMATCH x is not floating point, or mask or out has another dtype.
+ * @retval KF_ERROR_INVALID_ARGUMENT @p scale is NaN or infinite; @p out overlaps @p mask, overlaps
+ *         x other than exactly, writes one element twice, is misaligned or read-only.
+ */
+KF_API kf_result_t kf_fused_softmax(kf_context_t* ctx, const kf_tensor_t* x,
+                                    const kf_tensor_t* mask, kf_tensor_t* out, double scale,
+                                    int32_t causal, kf_stream_t* s);
+
+/**
+ * @brief out = log_softmax(scale * x + mask) over the last dim, computed as
+ *        v - max - log(sum(exp(v - max))); fully masked rows give -inf. Same arguments, rules
+ *        and errors as kf_fused_softmax().
+ *
+ * @param ctx Context owning all tensors.
+ * @param x Logits, any floating dtype, at least one dim.
+ * @param mask Additive mask broadcastable to x, x's dtype; NULL for none.
+ * @param out Result, x's shape and dtype.
+ * @param scale Multiplies x before the mask is added; finite.
+ * @param causal Nonzero to apply the causal mask.
+ * @param s Stream, or NULL for the context's default stream.
+ * @return The same codes as kf_fused_softmax().
+ */
+KF_API kf_result_t kf_log_softmax(kf_context_t* ctx, const kf_tensor_t* x, const kf_tensor_t* mask,
+                                  kf_tensor_t* out, double scale, int32_t causal, kf_stream_t* s);
+
 #ifdef __cplusplus
 }
 #endif

@@ -162,6 +162,8 @@ Plan make_plan(math::BinaryOp op, math::Activation act, const kf_tensor_t* a, co
   return p;
 }
 
+}  // namespace
+
 void run(math::BinaryOp op, kf_context_t* ctx_handle, const kf_tensor_t* a_handle,
          const kf_tensor_t* b_handle, kf_tensor_t* out_handle, int32_t act, kf_stream_t* s) {
   kf_context_t* ctx = checked_context(ctx_handle, "ctx");
@@ -207,6 +209,8 @@ void run(math::BinaryOp op, kf_context_t* ctx_handle, const kf_tensor_t* a_handl
     run_cpu(plan, *ctx->threads);
   }
 }
+
+namespace {
 
 // A C caller may pass any int as a kf_activation_t; reading it through the enum type would be
 // undefined in C++ for values outside the enumerators, so the bits are copied out unread.

@@ -94,6 +94,12 @@ void dispatch_activation(math::Activation act, Fn&& fn) {
   }
 }
 
+// The whole C entry of out = act(a op b): validates (messages name a, b and out), plans and runs.
+// Entries that are this op under another name (kf_fused_bias_activation) check their own
+// parameters first, under their own names, then call it.
+void run(math::BinaryOp op, kf_context_t* ctx, const kf_tensor_t* a, const kf_tensor_t* b,
+         kf_tensor_t* out, int32_t act, kf_stream_t* s);
+
 void run_cpu(const Plan& plan, ThreadPool& threads);
 
 #if defined(KF_WITH_CUDA)

@@ -1,0 +1,276 @@
+// CUDA backend of GELU + dropout.
+//
+// Contiguous tensors whose x and out start on 16-byte boundaries (the usual case) run the vector
+// kernel: each thread moves whole 16-byte vectors of x and out and one 4- or 8-byte word of the
+// mask, drawing one Philox block (four numbers) per four elements; the few elements after the
+// last whole vector are done one by one. Everything else runs the strided kernel, one Philox
+// block per thread and per four consecutive row-major indices. Both use grid-stride loops over
+// one full wave of blocks; launches are asynchronous: no allocation, no synchronisation.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+
+#include "core/ops/dropout/dropout.hpp"
+#include "core/runtime/cuda/cuda_check.hpp"
+
+namespace kf::dropout {
+namespace {
+
+// ---- tuning (kept apart from the math) -------------------------------------------------------
+
+template <class S>
+struct VectorPolicy {
+  static constexpr int threads = 256;
+  // 16-bit types hold two Philox blocks per thread: 40 registers instead of 32, so no spills.
+  static constexpr int min_blocks_per_sm = sizeof(S) == 8 ? 4 : sizeof(S) == 2 ? 6 : 8;
+  // Elements per thread per iteration: a 16-byte vector of x, and at least one Philox block.
+  static constexpr int elements = 16 / static_cast<int>(sizeof(S)) > 4
+                                      ? 16 / static_cast<int>(sizeof(S))
+                                      : 4;
+  static constexpr int vectors = elements * static_cast<int>(sizeof(S)) / 16;  // per operand
+};
+
+struct StridedPolicy {
+  static constexpr int threads = 256;
+  static constexpr int min_blocks_per_sm = 4;
+};
+
+// ---- shared per-element math ------------------------------------------------------------------
+
+struct Rng {
+  unsigned long long seed, offset;
+  uint32_t keep_threshold;
+  // The four keep decisions of Philox block `block` (all kept when keep_threshold == 0, without
+  // drawing: the branch is uniform across the grid).
+  __device__ __forceinline__ void keep4(uint64_t block, bool kept[4]) const {
+    if (keep_threshold == 0) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) kept[e] = true;
+      return;
+    }
+    const math::PhiloxWords words = math::philox_block(seed, offset, block);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) kept[e] = math::uniform24(words.v[e]) >= keep_threshold;
+  }
+  // The keep decision of element i alone (word i % 4 picked without indexing a local array).
+  __device__ __forceinline__ bool keep(int64_t i) const {
+    if (keep_threshold == 0) return true;
+    const math::PhiloxWords words = math::philox_block(seed, offset, static_cast<uint64_t>(i) / 4);
+    const int e = static_cast<int>(i & 3);
+    const unsigned int word = e == 0   ? words.v[0]
+                              : e == 1 ? words.v[1]
+                              : e == 2 ? words.v[2]
+                                       : words.v[3];
+    return math::uniform24(word) >= keep_threshold;
+  }
+};
+
+template <class S>
+__device__ __forceinline__ S dropout_value(S x, bool kept, math::compute_t<S> scale) {
+  using Traits = math::StorageTraits<S>;
+  using T = math::compute_t<S>;
+  return kept ? Traits::from_compute(kept_value(Traits::to_compute(x), scale))
+              : Traits::from_compute(T(0));
+}
+
+// ---- vector kernel ----------------------------------------------------------------------------
+
+template <class S>
+struct VectorArgs {
+  const S* x;     // 16-byte aligned
+  S* out;         // 16-byte aligned
+  uint8_t* mask;  // nullable; aligned to VectorPolicy<S>::elements bytes
+  int64_t count;
+  int64_t groups;  // whole groups of VectorPolicy<S>::elements
+  Rng rng;
+  math::compute_t<S> scale;
+};
+
+// One aligned 4- or 8-byte store of a group's mask bytes.
+__device__ __forceinline__ void store_mask(uint8_t* mask, const uint32_t (&bits)[1]) {
+  *reinterpret_cast<uint32_t*>(mask) = bits[0];
+}
+__device__ __forceinline__ void store_mask(uint8_t* mask, const uint32_t (&bits)[2]) {
+  *reinterpret_cast<uint2*>(mask) = make_uint2(bits[0], bits[1]);
+}
+
+template <class S, int Elements>
+union Group {
+  uint4 raw[Elements * sizeof(S) / 16];
+  S v[Elements];
+};
+
+template <class Policy, class S>
+__global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
+    vector_kernel(VectorArgs<S> args) {
+  constexpr int kElements = Policy::elements;
+  constexpr int kVectors = Policy::vectors;
+  const uint4* x = reinterpret_cast<const uint4*>(args.x);
+  uint4* out = reinterpret_cast<uint4*>(args.out);
+  const int64_t first = int64_t{blockIdx.x} * Policy::threads + threadIdx.x;
+  const int64_t step = int64_t{gridDim.x} * Policy::threads;
+
+  // The elements after the last whole group, one per thread of the first warp.
+  const int64_t tail_start = args.groups * kElements;
+  if (first < args.count - tail_start) {
+    const int64_t i = tail_start + first;
+    const bool kept = args.rng.keep(i);
+    args.out[i] = dropout_value(args.x[i], kept, args.scale);
+    if (args.mask) args.mask[i] = kept ? 1 : 0;
+  }
+
+  for (int64_t g = first; g < args.groups; g += step) {
+    Group<S, kElements> v;
+#pragma unroll
+    for (int k = 0; k < kVectors; ++k) v.raw[k] = x[g * kVectors + k];
+    uint32_t mask_bits[kElements / 4];  // one byte per element, little-endian
+#pragma unroll
+    for (int b = 0; b < kElements / 4; ++b) {
+      bool kept[4];
+      args.rng.keep4(static_cast<uint64_t>(g) * (kElements / 4) + b, kept);
+      mask_bits[b] = 0;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        v.v[4 * b + e] = dropout_value(v.v[4 * b + e], kept[e], args.scale);
+        mask_bits[b] |= static_cast<uint32_t>(kept[e]) << (8 * e);
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kVectors; ++k) out[g * kVectors + k] = v.raw[k];
+    if (args.mask) store_mask(args.mask + g * kElements, mask_bits);
+  }
+}
+
+// ---- strided kernel ---------------------------------------------------------------------------
+
+struct StridedArgs {
+  int64_t count;
+  int32_t ndim;
+  // Innermost dim first.
+  int64_t shape[KF_MAX_DIMS];
+  int64_t x_strides[KF_MAX_DIMS];
+  int64_t out_strides[KF_MAX_DIMS];
+  int64_t mask_strides[KF_MAX_DIMS];
+  Rng rng;
+};
+
+template <class Policy, class S>
+__global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
+    strided_kernel(const S* x, S* out, uint8_t* mask, StridedArgs args, math::compute_t<S> scale) {
+  const int64_t blocks = (args.count + 3) / 4;
+  const int64_t step = int64_t{gridDim.x} * Policy::threads;
+  for (int64_t block = int64_t{blockIdx.x} * Policy::threads + threadIdx.x; block < blocks;
+       block += step) {
+    bool kept[4];
+    args.rng.keep4(static_cast<uint64_t>(block), kept);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int64_t i = block * 4 + e;
+      if (i >= args.count) break;
+      int64_t rest = i, x_offset = 0, out_offset = 0, mask_offset = 0;
+      for (int32_t d = 0; d < args.ndim; ++d) {
+        const int64_t q = rest / args.shape[d];
+        const int64_t r = rest - q * args.shape[d];
+        x_offset += r * args.x_strides[d];
+        out_offset += r * args.out_strides[d];
+        mask_offset += r * args.mask_strides[d];
+        rest = q;
+      }
+      out[out_offset] = dropout_value(x[x_offset], kept[e], scale);
+      if (mask) mask[mask_offset] = kept[e] ? 1 : 0;
+    }
+  }
+}
+
+// ---- host side --------------------------------------------------------------------------------
+
+// SM count of a device, queried once. (The same cache lives in elementwise/cuda.cu; it belongs in
+// core/runtime/cuda once that file is not being tuned.)
+int sm_count(int32_t device) {
+  constexpr int kCached = 64;
+  static std::atomic<int> cache[kCached];
+  if (device >= 0 && device < kCached) {
+    if (int n = cache[device].load(std::memory_order_relaxed)) return n;
+  }
+  int n = 0;
+  cuda::check(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device),
+              "cudaDeviceGetAttribute");
+  if (device >= 0 && device < kCached) cache[device].store(n, std::memory_order_relaxed);
+  return n;
+}
+
+uint32_t grid_size(int64_t work_items, int threads, int sms, int blocks_per_sm) {
+  const int64_t wanted = std::max<int64_t>(1, (work_items + threads - 1) / threads);
+  return static_cast<uint32_t>(std::min<int64_t>(wanted, int64_t{sms} * blocks_per_sm));
+}
+
+Rng make_rng(const Plan& p) { return Rng{p.seed, p.offset, p.keep_threshold}; }
+
+template <class S>
+void launch_vector(const Plan& p, int sms, cudaStream_t stream) {
+  using Policy = VectorPolicy<S>;
+  VectorArgs<S> args;
+  args.x = static_cast<const S*>(p.x);
+  args.out = static_cast<S*>(p.out);
+  args.mask = p.mask;
+  args.count = p.count;
+  args.groups = p.count / Policy::elements;
+  args.rng = make_rng(p);
+  args.scale = static_cast<math::compute_t<S>>(p.scale);
+  const int64_t work = std::max<int64_t>(args.groups, p.count - args.groups * Policy::elements);
+  vector_kernel<Policy, S><<<grid_size(work, Policy::threads, sms, Policy::min_blocks_per_sm),
+                             Policy::threads, 0, stream>>>(args);
+  cuda::check(cudaGetLastError(), "dropout kernel launch");
+}
+
+template <class S>
+void launch_strided(const Plan& p, int sms, cudaStream_t stream) {
+  using Policy = StridedPolicy;
+  StridedArgs args{};
+  args.count = p.count;
+  args.ndim = p.ndim;
+  args.rng = make_rng(p);
+  for (int32_t d = 0; d < p.ndim; ++d) {
+    const int32_t from = p.ndim - 1 - d;  // the plan lists dims outermost first
+    args.shape[d] = p.shape[from];
+    args.x_strides[d] = p.x_strides[from];
+    args.out_strides[d] = p.out_strides[from];
+    args.mask_strides[d] = p.mask_strides[from];
+  }
+  strided_kernel<Policy, S>
+      <<<grid_size((p.count + 3) / 4, Policy::threads, sms, Policy::min_blocks_per_sm),
+         Policy::threads, 0, stream>>>(static_cast<const S*>(p.x), static_cast<S*>(p.out), p.mask,
+                                       args, static_cast<math::compute_t<S>>(p.scale));
+  cuda::check(cudaGetLastError(), "dropout kernel launch");
+}
+
+bool aligned(const void* ptr, uintptr_t bytes) {
+  return reinterpret_cast<uintptr_t>(ptr) % bytes == 0;
+}
+
+template <class S>
+void run_typed(const Plan& p, int sms, cudaStream_t stream) {
+  constexpr int kElements = VectorPolicy<S>::elements;
+  if (p.contiguous && aligned(p.x, 16) && aligned(p.out, 16) && aligned(p.mask, kElements))
+    launch_vector<S>(p, sms, stream);
+  else
+    launch_strided<S>(p, sms, stream);
+}
+
+}  // namespace
+
+// The entry has made device_id current (kf::activate).
+void run_cuda(const Plan& plan, int32_t device_id, void* native_stream) {
+  const int sms = sm_count(device_id);
+  cudaStream_t stream = static_cast<cudaStream_t>(native_stream);
+  switch (plan.dtype) {
+    case KF_DTYPE_FLOAT16: return run_typed<math::half_t>(plan, sms, stream);
+    case KF_DTYPE_BFLOAT16: return run_typed<math::bfloat16_t>(plan, sms, stream);
+    case KF_DTYPE_FLOAT64: return run_typed<double>(plan, sms, stream);
+    default: return run_typed<float>(plan, sms, stream);
+  }
+}
+
+}  // namespace kf::dropout

@@ -1,0 +1,102 @@
+// Shared by the row-wise op families (norms, softmax): how a tensor is walked as rows. x's dims
+// split into leading dims (one row per index) and row dims (the elements of a row); every other
+// operand is described by its strides over the same dims (0 where it is broadcast), so weight
+// (row dims only), saved statistics (leading dims only) and masks (broadcast anywhere) share one
+// walk. Dims of extent 1 are dropped and neighbours that are contiguous in every operand are
+// merged, so a dense tensor is one leading dim and one row dim. Rows are numbered in row-major
+// order of the leading dims whatever the strides, so row % extent recovers a leading index.
+#pragma once
+
+#include <cstdint>
+
+#include "core/math/host_device.hpp"
+#include "kernel_fusion/types.h"
+
+namespace kf {
+class ThreadPool;
+}
+
+namespace kf::rows {
+
+struct Walk {
+  int64_t rows = 0;        // product of the leading extents
+  int64_t row_length = 0;  // product of the row extents
+  int32_t outer_ndim = 0;  // leading dims after merging, outermost first
+  int32_t inner_ndim = 0;  // row dims after merging, outermost first
+  int64_t outer_shape[KF_MAX_DIMS] = {};
+  int64_t inner_shape[KF_MAX_DIMS] = {};
+};
+
+// One operand of a walk: its first element and its element strides over the walk's dims.
+struct Operand {
+  void* data = nullptr;  // nullptr: the operand is absent
+  int64_t outer[KF_MAX_DIMS] = {};
+  int64_t inner[KF_MAX_DIMS] = {};
+};
+
+// Element offset of row `row` (row-major over the leading dims).
+KF_HOST_DEVICE int64_t row_offset(const Walk& w, const Operand& t, int64_t row) {
+  int64_t offset = 0;
+  for (int32_t d = w.outer_ndim - 1; d >= 0; --d) {
+    const int64_t q = row / w.outer_shape[d];
+    offset += (row - q * w.outer_shape[d]) * t.outer[d];
+    row = q;
+  }
+  return offset;
+}
+
+// Element offset of column `col` of a row, relative to the row's first element.
+KF_HOST_DEVICE int64_t col_offset(const Walk& w, const Operand& t, int64_t col) {
+  if (w.inner_ndim == 1) return col * t.inner[0];
+  int64_t offset = 0;
+  for (int32_t d = w.inner_ndim - 1; d >= 0; --d) {
+    const int64_t q = col / w.inner_shape[d];
+    offset += (col - q * w.inner_shape[d]) * t.inner[d];
+    col = q;
+  }
+  return offset;
+}
+
+// True when an operand's rows are dense (column c at element c of the row).
+KF_HOST_DEVICE bool dense_rows(const Walk& w, const Operand& t) {
+  return w.inner_ndim == 0 || (w.inner_ndim == 1 && t.inner[0] == 1);
+}
+
+// Builds a walk over x's shape split at `split` (dims [0, split) lead). `strides[i]` are operand
+// i's element strides over all of x's dims (already 0 where broadcast); operands[i]->data is kept.
+struct WalkInput {
+  Operand* operand;
+  int64_t strides[KF_MAX_DIMS];
+};
+Walk make_walk(const kf_tensor_desc_t& x, int32_t split, WalkInput* inputs, int32_t count);
+
+// Strides of t aligned to x's dims by NumPy rules (t's dims match x's trailing dims; extent-1
+// dims and missing leading dims get stride 0). The caller checked broadcastability.
+void broadcast_strides(const kf_tensor_desc_t& x, const kf_tensor_t* t, int64_t* strides);
+// Strides of t over x's dims where t covers x's dims [first, first + t.ndim) exactly.
+void placed_strides(const kf_tensor_desc_t& x, const kf_tensor_t* t, int32_t first,
+                    int64_t* strides);
+
+// ---- validation shared by the row-wise entries --------------------------------------------------
+
+struct Named {
+  const kf_tensor_t* tensor;  // may be nullptr (absent optional operand: skipped)
+  const char* name;
+};
+
+// t's shape equals x's dims [first, first + count); message names both.
+void require_shape(const kf_tensor_t* t, const char* name, const kf_tensor_desc_t& x,
+                   const char* x_name, int32_t first, int32_t count, const char* what);
+// Each tensor's data is aligned to its element size.
+void require_aligned(const Named* tensors, int32_t count);
+// `out` overlaps none of `others`, except that it may be exactly (same view) one of `exact_ok`.
+void require_disjoint(const Named& out, const Named* others, int32_t count, const Named* exact_ok,
+                      int32_t exact_count);
+
+// Makes the context's device current and orders every present tensor after its allocation on s.
+void prepare(kf_context_t* ctx, kf_stream_t* s, const Named* tensors, int32_t count);
+
+// Reads a kf_activation_t that came from C and checks it (INVALID_ARGUMENT when unknown).
+int32_t checked_activation(const kf_activation_t& act);
+
+}  // namespace kf::rows

@@ -1,0 +1,365 @@
+// kf_fused_layer_norm_activation and kf_fused_rms_norm_activation against float64 references
+// written here, for every dtype: odd row counts and lengths (each CUDA regime: warp, block and
+// streaming rows), strided views, in place, saved statistics, large means, every error path.
+// Outputs are poisoned (NaN) first; data is random from a printed seed (KF_TEST_SEED=<n>).
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tests/ops/row_test_util.hpp"
+
+namespace {
+
+using namespace row_test;
+
+struct LayerNormRef {
+  std::vector<double> out, mean, rstd;
+};
+
+// Rows are the last `row_length` elements of each packed block; weight/bias may be empty.
+LayerNormRef layer_norm_ref(const std::vector<double>& x, int64_t row_length,
+                            const std::vector<double>& weight, const std::vector<double>& bias,
+                            double eps, kf_activation_t act) {
+  LayerNormRef r;
+  const int64_t rows = static_cast<int64_t>(x.size()) / row_length;
+  r.out.resize(x.size());
+  for (int64_t row = 0; row < rows; ++row) {
+    const double* v = x.data() + row * row_length;
+    double mean = 0, var = 0;
+    for (int64_t c = 0; c < row_length; ++c) mean += v[c];
+    mean /= static_cast<double>(row_length);
+    for (int64_t c = 0; c < row_length; ++c) var += (v[c] - mean) * (v[c] - mean);
+    var /= static_cast<double>(row_length);
+    const double rstd = 1.0 / std::sqrt(var + eps);
+    r.mean.push_back(mean);
+    r.rstd.push_back(rstd);
+    for (int64_t c = 0; c < row_length; ++c) {
+      double y = (v[c] - mean) * rstd;
+      if (!weight.empty()) y *= weight[c];
+      if (!bias.empty()) y += bias[c];
+      r.out[row * row_length + c] = reference_activation(act, y);
+    }
+  }
+  return r;
+}
+
+std::vector<double> rms_norm_ref(const std::vector<double>& h, int64_t row_length,
+                                 const std::vector<double>& weight, double eps,
+                                 kf_activation_t act) {
+  std::vector<double> out(h.size());
+  const int64_t rows = static_cast<int64_t>(h.size()) / row_length;
+  for (int64_t row = 0; row < rows; ++row) {
+    const double* v = h.data() + row * row_length;
+    double squares = 0;
+    for (int64_t c = 0; c < row_length; ++c) squares += v[c] * v[c];
+    const double rstd = 1.0 / std::sqrt(squares / static_cast<double>(row_length) + eps);
+    for (int64_t c = 0; c < row_length; ++c)
+      out[row * row_length + c] =
+          reference_activation(act, v[c] * rstd * (weight.empty() ? 1.0 : weight[c]));
+  }
+  return out;
+}
+
+kf_dtype_t stats_dtype(kf_dtype_t dtype) {
+  return dtype == KF_DTYPE_FLOAT64 ? KF_DTYPE_FLOAT64 : KF_DTYPE_FLOAT32;
+}
+
+// Outputs are rounded once from an f32 (f64) result: half an ulp of the output, 2^-11 for f16 and
+// 2^-8 for bf16, plus a few f32 ulps of arithmetic, inside kf_test's tolerances. The statistics
+// are f32 (f64), so they are checked at f32's tolerance whatever x's dtype.
+double tolerance(kf_dtype_t dtype) { return kf_test::tolerance(dtype); }
+
+class NormTest : public ::testing::TestWithParam<kf_dtype_t> {
+ protected:
+  std::unique_ptr<kf_test::Context> context_;
+  void SetUp() override {
+    KF_REQUIRE_DEVICE();
+    context_ = std::make_unique<kf_test::Context>();
+    ASSERT_NE(ctx(), nullptr);
+  }
+  kf_context_t* ctx() const { return context_->ctx; }
+  kf_dtype_t dtype() const { return GetParam(); }
+  uint64_t seed(uint64_t salt) const {
+    return base_seed() * 1000003u + static_cast<uint64_t>(dtype()) * 10007u + salt;
+  }
+  Tensor tensor(const Shape& shape, kf_dtype_t dtype) {
+    return kf_test::make_tensor(ctx(), dtype, shape);
+  }
+  std::string label(const std::string& what, uint64_t s) const {
+    return std::string(dtype_name(dtype())) + " " + what + " (seed " + std::to_string(s) + ")";
+  }
+
+  void check_layer_norm(int64_t rows, int64_t length, bool affine, kf_activation_t act,
+                        uint64_t salt, double center = 0.0) {
+    const uint64_t s = seed(salt);
+    const std::string what = label("layer norm rows " + std::to_string(rows) + " x " +
+                                       std::to_string(length) + (affine ? " affine" : ""),
+                                   s);
+    SCOPED_TRACE(what);
+    const size_t n = static_cast<size_t>(rows * length);
+    Tensor x = tensor({rows, length}, dtype());
+    Tensor out = tensor({rows, length}, dtype());
+    Tensor w = tensor({length}, dtype()), b = tensor({length}, dtype());
+    Tensor mean = tensor({rows}, stats_dtype(dtype())), rstd = tensor({rows}, stats_dtype(dtype()));
+    const auto xv = fill(x, dtype(), n, s, center - 3.0, center + 3.0);
+    std::vector<double> wv, bv;
+    if (affine) {
+      wv = fill(w, dtype(), static_cast<size_t>(length), s + 1);
+      bv = fill(b, dtype(), static_cast<size_t>(length), s + 2);
+    }
+    kf_test::poison(out);
+    kf_test::poison(mean);
+    kf_test::poison(rstd);
+    KF_ASSERT_OK(kf_fused_layer_norm_activation(ctx(), x, affine ? w.t : nullptr,
+                                                affine ? b.t : nullptr, out, mean, rstd, 1, 1e-5,
+                                                act, nullptr));
+    const auto want = layer_norm_ref(xv, length, wv, bv, 1e-5, act);
+    // A mean of 1e4 over a spread of 1 amplifies input rounding 1e4-fold: f64 keeps 1e-9 there.
+    const double out_tol = center != 0.0 && dtype() == KF_DTYPE_FLOAT64 ? 1e-9 : tolerance(dtype());
+    kf_test::expect_close(kf_test::download(out), want.out, out_tol, what);
+    const double stat_tol = tolerance(stats_dtype(dtype()));
+    kf_test::expect_close(kf_test::download(mean), want.mean, stat_tol, what + " mean");
+    // rstd of a length-1 row is 1/sqrt(eps): relative comparison.
+    std::vector<double> got_rstd = kf_test::download(rstd), want_rstd = want.rstd;
+    for (size_t i = 0; i < got_rstd.size(); ++i) {
+      got_rstd[i] /= want_rstd[i];
+      want_rstd[i] = 1.0;
+    }
+    kf_test::expect_close(got_rstd, want_rstd, stat_tol, what + " rstd");
+  }
+
+  void check_rms_norm(int64_t rows, int64_t length, bool residual, bool weight, kf_activation_t act,
+                      uint64_t salt) {
+    const uint64_t s = seed(salt);
+    const std::string what = label("rms norm rows " + std::to_string(rows) + " x " +
+                                       std::to_string(length) + (residual ? " residual" : ""),
+                                   s);
+    SCOPED_TRACE(what);
+    const size_t n = static_cast<size_t>(rows * length);
+    Tensor x = tensor({rows, length}, dtype()), r = tensor({rows, length}, dtype());
+    Tensor out = tensor({rows, length}, dtype()), r_out = tensor({rows, length}, dtype());
+    Tensor w = tensor({length}, dtype());
+    const auto xv = fill(x, dtype(), n, s);
+    std::vector<double> rv, wv;
+    if (residual) rv = fill(r, dtype(), n, s + 1);
+    if (weight) wv = fill(w, dtype(), static_cast<size_t>(length), s + 2);
+    kf_test::poison(out);
+    kf_test::poison(r_out);
+    KF_ASSERT_OK(kf_fused_rms_norm_activation(ctx(), x, residual ? r.t : nullptr,
+                                              weight ? w.t : nullptr, out,
+                                              residual ? r_out.t : nullptr, 1e-6, act, nullptr));
+    std::vector<double> h = xv;
+    if (residual)
+      for (size_t i = 0; i < n; ++i) h[i] += rv[i];
+    kf_test::expect_close(kf_test::download(out), rms_norm_ref(h, length, wv, 1e-6, act),
+                          tolerance(dtype()), what);
+    if (residual)
+      kf_test::expect_close(kf_test::download(r_out), h, tolerance(dtype()), what + " residual");
+  }
+};
+
+const int64_t kRows[] = {1, 3, 7};
+const int64_t kLengths[] = {1, 7, 33, 1023, 4097, 40000};
+
+TEST_P(NormTest, LayerNormOddSizes) {
+  uint64_t salt = 0;
+  for (int64_t rows : kRows)
+    for (int64_t length : kLengths)
+      check_layer_norm(rows, length, (rows + length) % 2 == 0, KF_ACTIVATION_NONE, salt += 3);
+  check_layer_norm(5, 256, true, KF_ACTIVATION_GELU, salt += 3);
+  check_layer_norm(9, 96, true, KF_ACTIVATION_RELU, salt += 3);
+  check_layer_norm(4, 2048, false, KF_ACTIVATION_SILU, salt += 3);
+  check_layer_norm(300, 64, true, KF_ACTIVATION_TANH, salt += 3);  // many rows per launch
+}
+
+TEST_P(NormTest, RmsNormOddSizes) {
+  uint64_t salt = 0;
+  for (int64_t rows : kRows)
+    for (int64_t length : kLengths)
+      check_rms_norm(rows, length, length % 2 == 1, rows != 3, KF_ACTIVATION_NONE, salt += 3);
+  check_rms_norm(5, 512, true, true, KF_ACTIVATION_SILU, salt += 3);
+  check_rms_norm(300, 40, true, true, KF_ACTIVATION_GELU_TANH, salt += 3);
+  check_rms_norm(2, 20000, false, true, KF_ACTIVATION_SIGMOID, salt += 3);
+}
+
+// Mean 1e4, std about 1: a naive E[x^2] - E[x]^2 in f32 loses every digit here.
+TEST_P(NormTest, LargeMean) {
+  if (dtype() == KF_DTYPE_FLOAT16 || dtype() == KF_DTYPE_BFLOAT16)
+    GTEST_SKIP() << "1e4 +- 3 is not representable beyond a few values in half types";
+  for (int64_t length : {64, 1000, 4097, 40000})
+    check_layer_norm(3, length, true, KF_ACTIVATION_NONE, 77 + length, 1e4);
+}
+
+TEST_P(NormTest, MultiDimNormalizedAndStridedViews) {
+  const uint64_t s = seed(500);
+  SCOPED_TRACE(label("strided", s));
+  // x is a [3,5,33] view of a [5,3,35] base (leading dims transposed, rows sliced: offset 1);
+  // normalized over the last 2 dims, with a [5,33] weight that is itself a strided view.
+  Tensor x_base = tensor({5, 3, 35}, dtype());
+  Tensor x = make_view(x_base, dtype(), {3, 5, 33}, {35, 105, 1}, 1);
+  Tensor w_base = tensor({5, 66}, dtype());
+  Tensor w = make_view(w_base, dtype(), {5, 33}, {66, 2}, 0);
+  Tensor b = tensor({5, 33}, dtype());
+  Tensor out_base = tensor({3, 5, 40}, dtype());
+  Tensor out = make_view(out_base, dtype(), {3, 5, 33}, {200, 40, 1}, 3);
+  Tensor mean_base = tensor({6}, stats_dtype(dtype()));
+  Tensor mean = make_view(mean_base, stats_dtype(dtype()), {3}, {2}, 1);
+  const auto xv =
+      gather(fill(x_base, dtype(), 5 * 3 * 35, s), view_offsets({3, 5, 33}, {35, 105, 1}, 1));
+  const auto wv = gather(fill(w_base, dtype(), 5 * 66, s + 1), view_offsets({5, 33}, {66, 2}, 0));
+  const auto bv = fill(b, dtype(), 5 * 33, s + 2);
+  kf_test::poison(out_base);
+  kf_test::poison(mean_base);
+  KF_ASSERT_OK(kf_fused_layer_norm_activation(ctx(), x, w, b, out, mean, nullptr, 2, 1e-5,
+                                              KF_ACTIVATION_GELU, nullptr));
+  const auto want = layer_norm_ref(xv, 5 * 33, wv, bv, 1e-5, KF_ACTIVATION_GELU);
+  kf_test::expect_close(kf_test::download(out), want.out, tolerance(dtype()), "layer norm 2-D");
+  kf_test::expect_close(kf_test::download(mean), want.mean, tolerance(stats_dtype(dtype())),
+                        "layer norm 2-D mean");
+  const auto whole = kf_test::download(out_base);
+  std::vector<bool> inside(whole.size(), false);
+  for (int64_t o : view_offsets({3, 5, 33}, {200, 40, 1}, 3)) inside[static_cast<size_t>(o)] = true;
+  for (size_t i = 0; i < whole.size(); ++i)
+    if (!inside[i]) {
+      EXPECT_TRUE(std::isnan(whole[i])) << "element " << i << " outside out written";
+    }
+  EXPECT_TRUE(std::isnan(kf_test::download(mean_base)[0]));
+
+  // RMS norm with a column-strided x (last-dim stride 2) and transposed leading dims for out.
+  Tensor rx_base = tensor({4, 2 * 37}, dtype());
+  Tensor rx = make_view(rx_base, dtype(), {4, 37}, {74, 2}, 1);
+  Tensor res = tensor({4, 37}, dtype());
+  Tensor rw = tensor({37}, dtype());
+  Tensor rout = tensor({4, 37}, dtype());
+  const auto rxv = gather(fill(rx_base, dtype(), 4 * 74, s + 3), view_offsets({4, 37}, {74, 2}, 1));
+  const auto resv = fill(res, dtype(), 4 * 37, s + 4);
+  const auto rwv = fill(rw, dtype(), 37, s + 5);
+  kf_test::poison(rout);
+  KF_ASSERT_OK(kf_fused_rms_norm_activation(ctx(), rx, res, rw, rout, nullptr, 1e-6,
+                                            KF_ACTIVATION_NONE, nullptr));
+  std::vector<double> h = rxv;
+  for (size_t i = 0; i < h.size(); ++i) h[i] += resv[i];
+  kf_test::expect_close(kf_test::download(rout), rms_norm_ref(h, 37, rwv, 1e-6, KF_ACTIVATION_NONE),
+                        tolerance(dtype()), "rms norm strided");
+}
+
+TEST_P(NormTest, InPlace) {
+  const uint64_t s = seed(700);
+  for (int64_t length : {33, 1023, 4097, 40000}) {
+    SCOPED_TRACE(label("in place " + std::to_string(length), s + length));
+    Tensor x = tensor({3, length}, dtype());
+    const auto xv = fill(x, dtype(), static_cast<size_t>(3 * length), s + length);
+    KF_ASSERT_OK(kf_fused_layer_norm_activation(ctx(), x, nullptr, nullptr, x, nullptr, nullptr, 1,
+                                                1e-5, KF_ACTIVATION_NONE, nullptr));
+    kf_test::expect_close(kf_test::download(x),
+                          layer_norm_ref(xv, length, {}, {}, 1e-5, KF_ACTIVATION_NONE).out,
+                          tolerance(dtype()), "layer norm in place");
+    // RMS: out is x and residual_out is residual, the transformer-block form.
+    Tensor a = tensor({3, length}, dtype()), r = tensor({3, length}, dtype());
+    const auto av = fill(a, dtype(), static_cast<size_t>(3 * length), s + length + 1);
+    const auto rv = fill(r, dtype(), static_cast<size_t>(3 * length), s + length + 2);
+    KF_ASSERT_OK(kf_fused_rms_norm_activation(ctx(), a, r, nullptr, a, r, 1e-6, KF_ACTIVATION_NONE,
+                                              nullptr));
+    std::vector<double> h = av;
+    for (size_t i = 0; i < h.size(); ++i) h[i] += rv[i];
+    kf_test::expect_close(kf_test::download(r), h, tolerance(dtype()), "rms residual in place");
+    kf_test::expect_close(kf_test::download(a),
+                          rms_norm_ref(h, length, {}, 1e-6, KF_ACTIVATION_NONE), tolerance(dtype()),
+                          "rms out in place");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, NormTest,
+                         ::testing::Values(KF_DTYPE_FLOAT32, KF_DTYPE_FLOAT16, KF_DTYPE_BFLOAT16,
+                                           KF_DTYPE_FLOAT64),
+                         [](const ::testing::TestParamInfo<kf_dtype_t>& info) {
+                           return std::string(dtype_name(info.param));
+                         });
+
+// ---- errors -------------------------------------------------------------------------------------
+
+class NormErrors : public ::testing::Test {
+ protected:
+  std::unique_ptr<kf_test::Context> context_;
+  void SetUp() override {
+    KF_REQUIRE_DEVICE();
+    context_ = std::make_unique<kf_test::Context>();
+  }
+  kf_context_t* ctx() const { return context_->ctx; }
+  Tensor tensor(const Shape& shape, kf_dtype_t dtype = KF_DTYPE_FLOAT32) {
+    return kf_test::make_tensor(ctx(), dtype, shape);
+  }
+};
+
+TEST_F(NormErrors, LayerNorm) {
+  Tensor x = tensor({4, 6}), out = tensor({4, 6}), w = tensor({6}), b = tensor({6});
+  Tensor mean = tensor({4}), rstd = tensor({4});
+  kf_test::poison(out);
+  auto ln = [&](const kf_tensor_t* xx, const kf_tensor_t* ww, const kf_tensor_t* bb,
+                kf_tensor_t* oo, kf_tensor_t* m, kf_tensor_t* r, int32_t nd, double eps,
+                kf_activation_t act) {
+    return kf_fused_layer_norm_activation(ctx(), xx, ww, bb, oo, m, r, nd, eps, act, nullptr);
+  };
+  const auto none = KF_ACTIVATION_NONE;
+  KF_EXPECT_ERR(ln(x, w, b, out, mean, rstd, 0, 1e-5, none), KF_ERROR_INVALID_ARGUMENT);
+  KF_EXPECT_ERR(ln(x, w, b, out, mean, rstd, 3, 1e-5, none), KF_ERROR_INVALID_ARGUMENT);
+  KF_EXPECT_ERR(ln(x, w, b, out, mean, rstd, 1, 0.0, none), KF_ERROR_INVALID_ARGUMENT);
+  KF_EXPECT_ERR(ln(x, w, b, out, mean, rstd, 1, -1e-5, none), KF_ERROR_INVALID_ARGUMENT);
+  KF_EXPECT_ERR(ln(x, w, b, out, mean, rstd, 1, NAN, none), KF_ERROR_INVALID_ARGUMENT);
+  KF_EXPECT_ERR(ln(x, w, b, out, mean, rstd, 1, INFINITY, none), KF_ERROR_INVALID_ARGUMENT);
+  KF_EXPECT_ERR(ln(x, w, b, out, mean, rstd, 1, 1e-5, static_cast<kf_activation_t>(99)),
+                KF_ERROR_INVALID_ARGUMENT);
+  Tensor w_bad = tensor({5}), b_bad = tensor({4, 6}), out_bad = tensor({4, 7});
+  Tensor mean_bad = tensor({4, 1}), w_f16 = tensor({6}, KF_DTYPE_FLOAT16);
+  Tensor mean_f16 = tensor({4}, KF_DTYPE_FLOAT16), x_int = tensor({4, 6}, KF_DTYPE_INT32);
+  KF_EXPECT_ERR(ln(x, w_bad, b, out, mean, rstd, 1, 1e-5, none), KF_ERROR_SHAPE_MISMATCH);
+  KF_EXPECT_ERR(ln(x, w, b_bad, out, mean, rstd, 1, 1e-5, none), KF_ERROR_SHAPE_MISMATCH);
+  KF_EXPECT_ERR(ln(x, w, b, out_bad, mean, rstd, 1, 1e-5, none), KF_ERROR_SHAPE_MISMATCH);
+  KF_EXPECT_ERR(ln(x, w, b, out, mean_bad, rstd, 1, 1e-5, none), KF_ERROR_SHAPE_MISMATCH);
+  KF_EXPECT_ERR(ln(x, w_f16, b, out, mean, rstd, 1, 1e-5, none), KF_ERROR_DTYPE_MISMATCH);
+  KF_EXPECT_ERR(ln(x, w, b, out, mean_f16, rstd, 1, 1e-5, none), KF_ERROR_DTYPE_MISMATCH);
+  KF_EXPECT_ERR(ln(x_int, nullptr, nullptr, out, nullptr, nullptr, 1, 1e-5, none),
+                KF_ERROR_DTYPE_MISMATCH);
+  KF_EXPECT_ERR(ln(x, w, b, w, nullptr, nullptr, 1, 1e-5, none), KF_ERROR_SHAPE_MISMATCH);
+  // Overlaps: out on weight's storage, mean on rstd, out a different view of x.
+  Tensor big = tensor({4, 12});
+  Tensor x_view = row_test::make_view(big, KF_DTYPE_FLOAT32, {4, 6}, {12, 1}, 0);
+  Tensor out_view = row_test::make_view(big, KF_DTYPE_FLOAT32, {4, 6}, {12, 1}, 1);
+  KF_EXPECT_ERR(ln(x_view, nullptr, nullptr, out_view, nullptr, nullptr, 1, 1e-5, none),
+                KF_ERROR_INVALID_ARGUMENT);
+  KF_EXPECT_ERR(ln(x, w, b, out, mean, mean, 1, 1e-5, none), KF_ERROR_INVALID_ARGUMENT);
+  KF_EXPECT_ERR(ln(nullptr, w, b, out, mean, rstd, 1, 1e-5, none), KF_ERROR_INVALID_HANDLE);
+  KF_EXPECT_ERR(ln(x, w, b, nullptr, mean, rstd, 1, 1e-5, none), KF_ERROR_INVALID_HANDLE);
+  for (double v : kf_test::download(out)) EXPECT_TRUE(std::isnan(v)) << "a failing call wrote out";
+  // Empty leading dims are a no-op; empty rows with statistics are an error.
+  Tensor e = tensor({0, 6}), eo = tensor({0, 6});
+  KF_ASSERT_OK(ln(e, w, b, eo, nullptr, nullptr, 1, 1e-5, none));
+  Tensor z = tensor({4, 0}), zo = tensor({4, 0});
+  KF_EXPECT_ERR(ln(z, nullptr, nullptr, zo, mean, nullptr, 1, 1e-5, none), KF_ERROR_SHAPE_MISMATCH);
+}
+
+TEST_F(NormErrors, RmsNorm) {
+  Tensor x = tensor({4, 6}), r = tensor({4, 6}), w = tensor({6}), out = tensor({4, 6});
+  Tensor r_out = tensor({4, 6});
+  auto rms = [&](const kf_tensor_t* xx, const kf_tensor_t* rr, const kf_tensor_t* ww,
+                 kf_tensor_t* oo, kf_tensor_t* ro, double eps, kf_activation_t act) {
+    return kf_fused_rms_norm_activation(ctx(), xx, rr, ww, oo, ro, eps, act, nullptr);
+  };
+  const auto none = KF_ACTIVATION_NONE;
+  KF_EXPECT_ERR(rms(x, r, w, out, r_out, 0.0, none), KF_ERROR_INVALID_ARGUMENT);
+  KF_EXPECT_ERR(rms(x, r, w, out, r_out, NAN, none), KF_ERROR_INVALID_ARGUMENT);
+  KF_EXPECT_ERR(rms(x, r, w, out, r_out, 1e-6, static_cast<kf_activation_t>(-1)),
+                KF_ERROR_INVALID_ARGUMENT);
+  KF_EXPECT_ERR(rms(x, nullptr, w, out, r_out, 1e-6, none), KF_ERROR_INVALID_ARGUMENT);
+  KF_EXPECT_ERR(rms(x, r, w, out, out, 1e-6, none), KF_ERROR_INVALID_ARGUMENT);
+  Tensor r_bad = tensor({4, 5}), w_bad = tensor({4, 6}), w_f64 = tensor({6}, KF_DTYPE_FLOAT64);
+  KF_EXPECT_ERR(rms(x, r_bad, w, out, nullptr, 1e-6, none), KF_ERROR_SHAPE_MISMATCH);
+  KF_EXPECT_ERR(rms(x, r, w_bad, out, nullptr, 1e-6, none), KF_ERROR_SHAPE_MISMATCH);
+  KF_EXPECT_ERR(rms(x, r, w_f64, out, nullptr, 1e-6, none), KF_ERROR_DTYPE_MISMATCH);
+  KF_EXPECT_ERR(rms(x, r, w, w, nullptr, 1e-6, none), KF_ERROR_SHAPE_MISMATCH);
+  Tensor s = tensor({});
+  KF_EXPECT_ERR(rms(s, nullptr, nullptr, s, nullptr, 1e-6, none), KF_ERROR_INVALID_ARGUMENT);
+}
+
+}  // namespace

@@ -1,0 +1,103 @@
+// Helpers shared by the row-wise op tests (norm_test.cpp, softmax_test.cpp): seeds, names, views
+// of a packed base tensor, and comparisons that accept matching infinities.
+#pragma once
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "tests/common/test_util.hpp"
+
+namespace row_test {
+
+using kf_test::Tensor;
+using Shape = std::vector<int64_t>;
+
+inline uint64_t base_seed() {
+  static const uint64_t seed = [] {
+    const char* env = std::getenv("KF_TEST_SEED");
+    return env ? std::strtoull(env, nullptr, 0) : uint64_t{20261127};
+  }();
+  return seed;
+}
+
+inline const char* dtype_name(kf_dtype_t dtype) {
+  switch (dtype) {
+    case KF_DTYPE_FLOAT32: return "f32";
+    case KF_DTYPE_FLOAT16: return "f16";
+    case KF_DTYPE_BFLOAT16: return "bf16";
+    case KF_DTYPE_FLOAT64: return "f64";
+    default: return "int";
+  }
+}
+
+inline std::string shape_str(const Shape& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// Element offsets (from the base's first element) that a view reaches, in row-major order.
+inline std::vector<int64_t> view_offsets(const Shape& shape, const Shape& strides, int64_t offset) {
+  std::vector<int64_t> offsets{offset};
+  for (size_t d = 0; d < shape.size(); ++d) {
+    std::vector<int64_t> next;
+    for (int64_t o : offsets)
+      for (int64_t k = 0; k < shape[d]; ++k) next.push_back(o + k * strides[d]);
+    offsets.swap(next);
+  }
+  return offsets;
+}
+
+inline std::vector<double> gather(const std::vector<double>& values,
+                                  const std::vector<int64_t>& offsets) {
+  std::vector<double> out;
+  for (int64_t o : offsets) out.push_back(values[static_cast<size_t>(o)]);
+  return out;
+}
+
+inline Tensor make_view(const Tensor& base, kf_dtype_t dtype, const Shape& shape,
+                        const Shape& strides, int64_t offset) {
+  kf_tensor_desc_t desc = kf_test::make_desc(dtype, shape, strides);
+  kf_tensor_t* view = nullptr;
+  kf_result_t r = kf_tensor_create_view(base, &desc, offset, &view);
+  EXPECT_EQ(r, KF_SUCCESS) << "view " << shape_str(shape) << ": " << kf_get_last_error_message();
+  return Tensor(view);
+}
+
+// Random values rounded to the dtype, uploaded into t (packed, row-major), returned.
+inline std::vector<double> fill(kf_tensor_t* t, kf_dtype_t dtype, size_t n, uint64_t seed,
+                                double lo = -3.0, double hi = 3.0) {
+  std::vector<double> values =
+      kf_test::round_to_dtype(kf_test::random_values(n, seed, lo, hi), dtype);
+  kf_test::upload(t, values);
+  return values;
+}
+
+// Like kf_test::expect_close, but equal infinities match.
+inline void expect_close_inf(std::vector<double> got, std::vector<double> want, double tol,
+                             const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isinf(want[i]) && got[i] == want[i]) got[i] = want[i] = 0;
+  }
+  kf_test::expect_close(got, want, tol, what);
+}
+
+inline double reference_activation(kf_activation_t act, double x) {
+  const double pi = 3.14159265358979323846;
+  switch (act) {
+    case KF_ACTIVATION_NONE: return x;
+    case KF_ACTIVATION_RELU: return x > 0 ? x : 0.0;
+    case KF_ACTIVATION_GELU: return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+    case KF_ACTIVATION_GELU_TANH:
+      return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / pi) * (x + 0.044715 * x * x * x)));
+    case KF_ACTIVATION_SILU: return x / (1.0 + std::exp(-x));
+    case KF_ACTIVATION_TANH: return std::tanh(x);
+    case KF_ACTIVATION_SIGMOID: return 1.0 / (1.0 + std::exp(-x));
+  }
+  return NAN;
+}
+
+}  // namespace row_test

@@ -1,0 +1,228 @@
+// kf_fused_softmax and kf_log_softmax against float64 references written here, for every dtype:
+// odd sizes, broadcast masks, causal masking (including fully hidden rows), strided views, in
+// place, and every error path. Outputs are poisoned first; data is random (KF_TEST_SEED=<n>).
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tests/ops/row_test_util.hpp"
+
+namespace {
+
+using namespace row_test;
+
+// Softmax of scale * x + mask (mask broadcast by NumPy rules), causal per the header's rule.
+std::vector<double> softmax_ref(const std::vector<double>& x, const Shape& shape,
+                                const std::vector<double>& mask, const Shape& mask_shape,
+                                double scale, bool causal, bool log) {
+  const int64_t lk = shape.back();
+  const int64_t lq = shape.size() >= 2 ? shape[shape.size() - 2] : 1;
+  const int64_t rows = static_cast<int64_t>(x.size()) / lk;
+  std::vector<double> out(x.size());
+  std::vector<int64_t> index(shape.size(), 0);
+  const size_t lead = shape.size() - mask_shape.size();
+  for (int64_t row = 0; row < rows; ++row) {
+    std::vector<double> v(static_cast<size_t>(lk));
+    for (int64_t c = 0; c < lk; ++c) {
+      index.back() = c;
+      double m = 0;
+      if (!mask.empty()) {
+        int64_t mi = 0;
+        for (size_t j = 0; j < mask_shape.size(); ++j)
+          mi = mi * mask_shape[j] + (mask_shape[j] == 1 ? 0 : index[lead + j]);
+        m = mask[static_cast<size_t>(mi)];
+      }
+      v[c] = scale * x[row * lk + c] + m;
+      if (causal && c > row % lq + (lk - lq)) v[c] = -INFINITY;
+    }
+    double max = -INFINITY;
+    for (double e : v) max = std::max(max, e);
+    double sum = 0;
+    for (double e : v) sum += max == -INFINITY ? 0.0 : std::exp(e - max);
+    for (int64_t c = 0; c < lk; ++c) {
+      double y = max == -INFINITY ? (log ? -INFINITY : 0.0)
+                                  : (log ? v[c] - max - std::log(sum) : std::exp(v[c] - max) / sum);
+      out[row * lk + c] = y;
+    }
+    for (size_t d = shape.size() - 1; d-- > 0;) {  // advance the leading multi-index
+      if (++index[d] < shape[d]) break;
+      index[d] = 0;
+    }
+  }
+  return out;
+}
+
+class SoftmaxTest : public ::testing::TestWithParam<kf_dtype_t> {
+ protected:
+  std::unique_ptr<kf_test::Context> context_;
+  void SetUp() override {
+    KF_REQUIRE_DEVICE();
+    context_ = std::make_unique<kf_test::Context>();
+    ASSERT_NE(ctx(), nullptr);
+  }
+  kf_context_t* ctx() const { return context_->ctx; }
+  kf_dtype_t dtype() const { return GetParam(); }
+  uint64_t seed(uint64_t salt) const {
+    return base_seed() * 1000003u + static_cast<uint64_t>(dtype()) * 10007u + salt;
+  }
+  Tensor tensor(const Shape& shape) { return kf_test::make_tensor(ctx(), dtype(), shape); }
+
+  // Both ops on a dense x, with an optional mask (every 5th element -inf when `holes`).
+  void check(const Shape& shape, const Shape& mask_shape, bool use_mask, double scale, bool causal,
+             uint64_t salt, bool holes = false) {
+    const uint64_t s = seed(salt);
+    const std::string what = std::string(dtype_name(dtype())) + " x " + shape_str(shape) +
+                             (use_mask ? " mask " + shape_str(mask_shape) : "") +
+                             (causal ? " causal" : "") + " (seed " + std::to_string(s) + ")";
+    SCOPED_TRACE(what);
+    Tensor x = tensor(shape), out = tensor(shape), mask = tensor(use_mask ? mask_shape : Shape{1});
+    const auto xv = fill(x, dtype(), static_cast<size_t>(kf_test::numel(shape)), s);
+    std::vector<double> mv;
+    if (use_mask) {
+      mv = fill(mask, dtype(), static_cast<size_t>(kf_test::numel(mask_shape)), s + 1);
+      if (holes) {
+        for (size_t i = 0; i < mv.size(); i += 5) mv[i] = -INFINITY;
+        kf_test::upload(mask, mv);
+      }
+    }
+    for (bool log : {false, true}) {
+      kf_test::poison(out);
+      auto fn = log ? kf_log_softmax : kf_fused_softmax;
+      KF_ASSERT_OK(fn(ctx(), x, use_mask ? mask.t : nullptr, out, scale, causal, nullptr));
+      expect_close_inf(
+          kf_test::download(out),
+          softmax_ref(xv, shape, mv, use_mask ? mask_shape : Shape{}, scale, causal, log),
+          kf_test::tolerance(dtype()), what + (log ? " log" : ""));
+    }
+  }
+};
+
+TEST_P(SoftmaxTest, OddSizes) {
+  uint64_t salt = 0;
+  for (int64_t rows : {1, 3, 7})
+    for (int64_t length : {1, 7, 33, 1023, 4097, 40000})
+      check({rows, length}, {}, false, 0.7, false, salt += 2);
+  check({300, 64}, {}, false, 1.0, false, salt += 2);
+  check({33}, {}, false, -2.0, false, salt += 2);
+}
+
+TEST_P(SoftmaxTest, MasksAndCausal) {
+  uint64_t salt = 100;
+  check({2, 3, 5, 33}, {33}, true, 0.5, false, salt += 2, true);
+  check({2, 3, 5, 33}, {5, 33}, true, 0.5, true, salt += 2);
+  check({2, 3, 5, 33}, {2, 1, 5, 33}, true, 1.0, true, salt += 2, true);
+  check({2, 3, 5, 1}, {2, 1, 5, 1}, true, 1.0, false, salt += 2);
+  check({2, 5, 7}, {5, 1}, true, 1.0, false, salt += 2);  // mask broadcast along the row
+  check({4, 7}, {}, false, 1.0, true, salt += 2);         // Lq < Lk: last row sees all
+  check({9, 4}, {}, false, 1.0, true, salt += 2);         // Lq > Lk: first 5 rows fully hidden
+  check({3, 2, 1500}, {2, 1500}, true, 0.125, true, salt += 2);
+  check({2, 4097}, {4097}, true, 1.0, true, salt += 2, true);
+}
+
+TEST_P(SoftmaxTest, FullyMaskedRows) {
+  const Shape shape{3, 37};
+  Tensor x = tensor(shape), mask = tensor({3, 1}), out = tensor(shape);
+  fill(x, dtype(), 3 * 37, seed(300));
+  kf_test::upload(mask, {0.0, -INFINITY, 1.0});
+  for (bool log : {false, true}) {
+    kf_test::poison(out);
+    KF_ASSERT_OK((log ? kf_log_softmax : kf_fused_softmax)(ctx(), x, mask, out, 1.0, 0, nullptr));
+    const auto got = kf_test::download(out);
+    for (int64_t c = 0; c < 37; ++c) {
+      const double v = got[static_cast<size_t>(37 + c)];
+      if (log)
+        EXPECT_TRUE(std::isinf(v) && v < 0) << "log_softmax of a hidden row: " << v;
+      else
+        EXPECT_EQ(v, 0.0) << "softmax of a hidden row";
+    }
+    EXPECT_FALSE(std::isnan(got[0]));
+  }
+}
+
+TEST_P(SoftmaxTest, StridedAndInPlace) {
+  const uint64_t s = seed(400);
+  // x: [3,5,33] view of [5,3,40] (leading dims transposed, offset rows); out: column stride 2.
+  Tensor x_base = tensor({5, 3, 40});
+  Tensor x = make_view(x_base, dtype(), {3, 5, 33}, {40, 120, 1}, 2);
+  Tensor out_base = tensor({3, 5, 66});
+  Tensor out = make_view(out_base, dtype(), {3, 5, 33}, {330, 66, 2}, 1);
+  Tensor mask_base = tensor({5, 34});
+  Tensor mask = make_view(mask_base, dtype(), {5, 33}, {34, 1}, 1);
+  const auto xv = gather(fill(x_base, dtype(), 600, s), view_offsets({3, 5, 33}, {40, 120, 1}, 2));
+  const auto mv = gather(fill(mask_base, dtype(), 170, s + 1), view_offsets({5, 33}, {34, 1}, 1));
+  kf_test::poison(out_base);
+  KF_ASSERT_OK(kf_fused_softmax(ctx(), x, mask, out, 0.9, 1, nullptr));
+  kf_test::expect_close(kf_test::download(out),
+                        softmax_ref(xv, {3, 5, 33}, mv, {5, 33}, 0.9, true, false),
+                        kf_test::tolerance(dtype()), "strided softmax");
+  const auto whole = kf_test::download(out_base);
+  std::vector<bool> inside(whole.size(), false);
+  for (int64_t o : view_offsets({3, 5, 33}, {330, 66, 2}, 1)) inside[static_cast<size_t>(o)] = true;
+  for (size_t i = 0; i < whole.size(); ++i)
+    if (!inside[i]) {
+      EXPECT_TRUE(std::isnan(whole[i])) << "element " << i << " outside out written";
+    }
+
+  for (int64_t length : {33, 4097, 40000}) {
+    Tensor y = tensor({3, length});
+    const auto yv = fill(y, dtype(), static_cast<size_t>(3 * length), s + length);
+    KF_ASSERT_OK(kf_log_softmax(ctx(), y, nullptr, y, 1.0, 0, nullptr));
+    kf_test::expect_close(kf_test::download(y),
+                          softmax_ref(yv, {3, length}, {}, {}, 1.0, false, true),
+                          kf_test::tolerance(dtype()), "log softmax in place");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, SoftmaxTest,
+                         ::testing::Values(KF_DTYPE_FLOAT32, KF_DTYPE_FLOAT16, KF_DTYPE_BFLOAT16,
+                                           KF_DTYPE_FLOAT64),
+                         [](const ::testing::TestParamInfo<kf_dtype_t>& info) {
+                           return std::string(dtype_name(info.param));
+                         });
+
+class SoftmaxErrors : public ::testing::Test {
+ protected:
+  std::unique_ptr<kf_test::Context> context_;
+  void SetUp() override {
+    KF_REQUIRE_DEVICE();
+    context_ = std::make_unique<kf_test::Context>();
+  }
+  kf_context_t* ctx() const { return context_->ctx; }
+  Tensor tensor(const Shape& shape, kf_dtype_t dtype = KF_DTYPE_FLOAT32) {
+    return kf_test::make_tensor(ctx(), dtype, shape);
+  }
+};
+
+TEST_F(SoftmaxErrors, EveryPath) {
+  Tensor x = tensor({4, 6}), out = tensor({4, 6}), mask = tensor({6});
+  kf_test::poison(out);
+  for (auto fn : {kf_fused_softmax, kf_log_softmax}) {
+    KF_EXPECT_ERR(fn(ctx(), x, mask, out, NAN, 0, nullptr), KF_ERROR_INVALID_ARGUMENT);
+    KF_EXPECT_ERR(fn(ctx(), x, mask, out, INFINITY, 0, nullptr), KF_ERROR_INVALID_ARGUMENT);
+    Tensor mask_bad = tensor({4, 5}), mask_big = tensor({2, 4, 6}), out_bad = tensor({6, 4});
+    KF_EXPECT_ERR(fn(ctx(), x, mask_bad, out, 1.0, 0, nullptr), KF_ERROR_SHAPE_MISMATCH);
+    KF_EXPECT_ERR(fn(ctx(), x, mask_big, out, 1.0, 0, nullptr), KF_ERROR_SHAPE_MISMATCH);
+    KF_EXPECT_ERR(fn(ctx(), x, mask, out_bad, 1.0, 0, nullptr), KF_ERROR_SHAPE_MISMATCH);
+    Tensor mask_f16 = tensor({6}, KF_DTYPE_FLOAT16), out_f64 = tensor({4, 6}, KF_DTYPE_FLOAT64);
+    Tensor x_int = tensor({4, 6}, KF_DTYPE_INT32);
+    KF_EXPECT_ERR(fn(ctx(), x, mask_f16, out, 1.0, 0, nullptr), KF_ERROR_DTYPE_MISMATCH);
+    KF_EXPECT_ERR(fn(ctx(), x, mask, out_f64, 1.0, 0, nullptr), KF_ERROR_DTYPE_MISMATCH);
+    KF_EXPECT_ERR(fn(ctx(), x_int, nullptr, out, 1.0, 0, nullptr), KF_ERROR_DTYPE_MISMATCH);
+    Tensor big = tensor({4, 12});
+    Tensor xv = make_view(big, KF_DTYPE_FLOAT32, {4, 6}, {12, 1}, 0);
+    Tensor ov = make_view(big, KF_DTYPE_FLOAT32, {4, 6}, {12, 1}, 3);
+    KF_EXPECT_ERR(fn(ctx(), xv, nullptr, ov, 1.0, 0, nullptr), KF_ERROR_INVALID_ARGUMENT);
+    Tensor m2 = tensor({4, 6});
+    KF_EXPECT_ERR(fn(ctx(), x, m2, m2, 1.0, 0, nullptr), KF_ERROR_INVALID_ARGUMENT);
+    Tensor scalar = tensor({});
+    KF_EXPECT_ERR(fn(ctx(), scalar, nullptr, scalar, 1.0, 0, nullptr), KF_ERROR_INVALID_ARGUMENT);
+    KF_EXPECT_ERR(fn(nullptr, x, mask, out, 1.0, 0, nullptr), KF_ERROR_INVALID_HANDLE);
+    KF_EXPECT_ERR(fn(ctx(), x, mask, nullptr, 1.0, 0, nullptr), KF_ERROR_INVALID_HANDLE);
+  }
+  for (double v : kf_test::download(out)) EXPECT_TRUE(std::isnan(v)) << "a failing call wrote out";
+  Tensor e = tensor({0, 6}), eo = tensor({0, 6});
+  KF_ASSERT_OK(kf_fused_softmax(ctx(), e, nullptr, eo, 1.0, 1, nullptr));
+}
+
+}  // namespace
