@@ -72,8 +72,9 @@ sanitize() {  # sanitize TOOL BINARY [ARGS...]: one run, its error count into SA
     "$bin" "$@" >"$SANITIZER_RUN" 2>&1
   rc=$?
   cat "$SANITIZER_RUN" >>"$OUT/sanitizer.log"
-  errors=$(grep -o 'ERROR SUMMARY: [0-9]*' "$SANITIZER_RUN" | tail -n 1 | grep -o '[0-9]*$')
-  grep 'ERROR SUMMARY' "$SANITIZER_RUN" | tail -n 1
+  # memcheck ends with "ERROR SUMMARY: N errors", racecheck with "RACECHECK SUMMARY: ... (N errors, ...)".
+  errors=$(grep -oE 'ERROR SUMMARY: [0-9]+|\([0-9]+ errors' "$SANITIZER_RUN" | tail -n 1 | grep -oE '[0-9]+')
+  grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$SANITIZER_RUN" | tail -n 1
   SANITIZER_LINES+=("$(printf '  %-10s %-48s %s errors, exit %s' "$tool" "${bin#"$BUILD"/} $*" "${errors:-?}" "$rc")")
   return $rc
 }

@@ -166,8 +166,10 @@ KF_API kf_result_t kf_fused_layer_norm_activation(kf_context_t* ctx, const kf_te
  * @brief RMS norm over the last dim with an optional residual add, then an activation:
  *        h = x + residual (or x), out = act(h / sqrt(mean(h^2) + eps) * weight).
  *
- * The fused add + norm of transformer blocks: h is computed in f32 (f64 for f64 data), written to
- * @p residual_out when given, and normalized without being re-read. Any tensor may be strided;
+ * The fused add + norm of transformer blocks: h is computed in f32 (f64 for f64 data) and rounded
+ * to the tensors' dtype, written to @p residual_out when given, and that rounded h is what is
+ * normalized (so the result does not depend on whether @p residual_out is given). Any tensor may
+ * be strided;
  * @p out and @p residual_out may each be exactly @p x or @p residual (in place), but not each
  * other.
  *

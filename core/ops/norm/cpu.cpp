@@ -54,7 +54,10 @@ void run_rows(const Plan& p, int64_t begin, int64_t end) {
     for (int64_t c = 0; c < n; ++c) h[c] = load<S>(w, p.x, xb, c);
     if (p.residual.data) {
       const int64_t rb = rows::row_offset(w, p.residual, row);
-      for (int64_t c = 0; c < n; ++c) h[c] += load<S>(w, p.residual, rb, c);
+      // Rounded to the storage type, as residual_out holds it (the CUDA backend does the same).
+      for (int64_t c = 0; c < n; ++c)
+        h[c] = math::StorageTraits<S>::to_compute(
+            math::StorageTraits<S>::from_compute(h[c] + load<S>(w, p.residual, rb, c)));
     }
     if (p.residual_out.data) {
       const int64_t rb = rows::row_offset(w, p.residual_out, row);

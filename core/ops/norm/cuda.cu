@@ -29,8 +29,12 @@ __device__ __forceinline__ math::compute_t<S> load(const rows::Walk& w, const ro
 template <class S>
 __device__ __forceinline__ math::compute_t<S> input(const Plan& p, int64_t xb, int64_t rb,
                                                     int64_t col) {
+  using Traits = math::StorageTraits<S>;
   math::compute_t<S> h = load<S>(p.walk, p.x, xb, col);
-  if (p.residual.data) h += load<S>(p.walk, p.residual, rb, col);
+  // h = x + residual is rounded to the storage type, exactly as residual_out holds it, so the
+  // norm never depends on whether residual_out was asked for.
+  if (p.residual.data)
+    h = Traits::to_compute(Traits::from_compute(h + load<S>(p.walk, p.residual, rb, col)));
   return h;
 }
 
