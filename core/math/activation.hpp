@@ -3,11 +3,8 @@
 // or double (for f64); the device and host paths evaluate the same formula.
 #pragma once
 
+#include "core/math/elementary.hpp"
 #include "core/math/host_device.hpp"
-
-#ifndef __CUDACC_RTC__
-#include <math.h>
-#endif
 
 namespace kf {
 namespace math {
@@ -23,14 +20,6 @@ enum class Activation : int {
   sigmoid = 6
 };
 constexpr int kActivationCount = 7;
-
-// Precision-matched libm calls: the float overload never promotes to double.
-KF_HOST_DEVICE float exp_of(float x) { return ::expf(x); }
-KF_HOST_DEVICE double exp_of(double x) { return ::exp(x); }
-KF_HOST_DEVICE float erf_of(float x) { return ::erff(x); }
-KF_HOST_DEVICE double erf_of(double x) { return ::erf(x); }
-KF_HOST_DEVICE float tanh_of(float x) { return ::tanhf(x); }
-KF_HOST_DEVICE double tanh_of(double x) { return ::tanh(x); }
 
 struct Identity {
   static constexpr Activation id = Activation::none;

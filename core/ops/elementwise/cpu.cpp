@@ -1,28 +1,92 @@
 // CPU backend of the fused elementwise ops. Work is split into contiguous ranges of the output's
-// walk and run on the context's thread pool; the dense paths are plain index loops the compiler
-// vectorises (f32, f64; f16/bf16 convert per element), the strided path walks rows with an
-// odometer over the outer dims.
+// walk and run on the context's thread pool. The dense paths are index loops the compiler
+// vectorises, activations included (core/math/elementary.hpp gives host float exp/erf/tanh as
+// branch-free polynomials); f16/bf16 are widened to float in blocks, computed by the same float
+// loops and narrowed back. The strided path walks rows with an odometer over the outer dims.
 #include <algorithm>
+#include <type_traits>
 
 #include "core/ops/elementwise/elementwise.hpp"
 #include "core/runtime/thread_pool.hpp"
+
+// The vectorised loops are built for AVX-512 and AVX2 (+FMA) besides baseline x86-64, and the
+// loader picks the best the CPU has (GCC function multiversioning), so the library stays portable.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define KF_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define KF_CPU_CLONES
+#endif
+// out may be exactly a (in place), which is safe for an elementwise loop; without this GCC would
+// check for overlap at run time and fall back to scalar code for in-place calls.
+#if defined(__GNUC__) && !defined(__clang__)
+#define KF_NO_LOOP_CARRIED_DEPENDENCE _Pragma("GCC ivdep")
+#else
+#define KF_NO_LOOP_CARRIED_DEPENDENCE
+#endif
 
 namespace kf::elementwise {
 namespace {
 
 // Elements per task: large enough that scheduling is noise, small enough to spread 1M elements.
 constexpr int64_t kGrain = int64_t{1} << 15;
+// Elements of f16/bf16 widened to float at a time: two float blocks (4 KiB) stay in L1.
+constexpr int64_t kBlock = 512;
+
+// S is computed in itself (f32, f64) rather than widened (f16, bf16).
+template <class S>
+constexpr bool kComputedInPlace = std::is_same_v<S, math::compute_t<S>>;
+
+template <class T, class Op, class Act>
+KF_CPU_CLONES void dense_loop(const T* a, const T* b, T* out, int64_t n) {
+  KF_NO_LOOP_CARRIED_DEPENDENCE
+  for (int64_t i = 0; i < n; ++i) out[i] = FusedOp<T, Op, Act>::apply(a[i], b[i]);
+}
+
+template <class T, class Op, class Act>
+KF_CPU_CLONES void scalar_loop(const T* a, T y, T* out, int64_t n) {
+  KF_NO_LOOP_CARRIED_DEPENDENCE
+  for (int64_t i = 0; i < n; ++i) out[i] = FusedOp<T, Op, Act>::compute(a[i], y);
+}
+
+template <class S>
+KF_CPU_CLONES void widen(const S* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = math::StorageTraits<S>::to_compute(src[i]);
+}
+
+template <class S>
+KF_CPU_CLONES void narrow(const float* src, S* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = math::StorageTraits<S>::from_compute(src[i]);
+}
 
 template <class S, class Op, class Act>
 void contiguous_range(const S* a, const S* b, S* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = FusedOp<S, Op, Act>::apply(a[i], b[i]);
+  if constexpr (kComputedInPlace<S>) {
+    dense_loop<S, Op, Act>(a, b, out, n);
+  } else {
+    float x[kBlock], y[kBlock];
+    for (int64_t i = 0; i < n; i += kBlock) {
+      const int64_t m = std::min(kBlock, n - i);
+      widen(a + i, x, m);
+      widen(b + i, y, m);
+      dense_loop<float, Op, Act>(x, y, x, m);
+      narrow(x, out + i, m);
+    }
+  }
 }
 
 template <class S, class Op, class Act>
 void scalar_range(const S* a, math::compute_t<S> y, S* out, int64_t n) {
-  using Traits = math::StorageTraits<S>;
-  for (int64_t i = 0; i < n; ++i)
-    out[i] = FusedOp<S, Op, Act>::compute(Traits::to_compute(a[i]), y);
+  if constexpr (kComputedInPlace<S>) {
+    scalar_loop<S, Op, Act>(a, y, out, n);
+  } else {
+    float x[kBlock];
+    for (int64_t i = 0; i < n; i += kBlock) {
+      const int64_t m = std::min(kBlock, n - i);
+      widen(a + i, x, m);
+      scalar_loop<float, Op, Act>(x, y, x, m);
+      narrow(x, out + i, m);
+    }
+  }
 }
 
 template <class S, class Op, class Act>

@@ -1,0 +1,117 @@
+// exp, erf and tanh as the activations call them: exp_of, erf_of, tanh_of, overloaded for float
+// and double so that the float overload never promotes to double.
+//
+// Device code (nvcc device pass, NVRTC) calls CUDA's own functions. Host float code uses the
+// branch-free polynomial versions below instead of libm: libm's expf/erff/tanhf are opaque scalar
+// calls, so a loop that calls them never vectorises and the CPU activations ran at 8-15 ns per
+// element; these are plain arithmetic and selects that GCC vectorises (measured against double
+// libm over every float: see host_float below). Host double keeps libm,
+// which f64 needs for its ~1e-12 relative accuracy.
+#pragma once
+
+#include "core/math/host_device.hpp"
+#include "core/math/numeric.hpp"
+
+#ifndef __CUDACC_RTC__
+#include <math.h>
+#endif
+
+namespace kf {
+namespace math {
+namespace host_float {
+
+// c ? a : b, written as a bit blend. Written as ?: (or as a clamp to a constant), GCC threads the
+// constant's path through the rest of the function (exp(89) folds to a constant), the loop body
+// gets branches, and the loop no longer vectorises except with AVX-512 masks.
+KF_HOST_DEVICE float select(bool c, float a, float b) {
+  const unsigned int mask = 0u - static_cast<unsigned int>(c);
+  return float_from_bits((float_bits(a) & mask) | (float_bits(b) & ~mask));
+}
+
+// e^x: x = k ln2 + r with |r| <= ln2/2 (Cody-Waite split of ln2), e^r by Cephes' expf
+// polynomial, times 2^k built in the exponent bits. 2^k is applied as two normal halves so that
+// results in the subnormal range come out right; above ~88.72 the product overflows to +inf,
+// below ~-103.3 it rounds to 0, and NaN propagates through the polynomial.
+KF_HOST_DEVICE float exp(float x) {
+  x = select(x > 89.0f, 89.0f, x);  // comparisons are false for NaN: NaN passes through
+  x = select(x < -104.0f, -104.0f, x);
+  // Adding 1.5 * 2^23 rounds x / ln2 to the nearest integer k and leaves k in the low mantissa
+  // bits, so k needs no float-to-int conversion. k + 150 is in [0, 279] for the clamped range.
+  const float shifter = 12582912.0f;
+  const float shifted = x * 1.44269504088896341f + shifter;
+  const float k = shifted - shifter;
+  const unsigned int k_biased = float_bits(shifted) - float_bits(shifter) + 150u;
+  const float r = (x - k * 0.693359375f) - k * -2.12194440e-4f;
+  const float r2 = r * r;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r2 + r + 1.0f;
+  // 2^k = 2^(k1 - 75) * 2^(k2 - 75) with k1 + k2 = k + 150; float exponent field = k_i - 75 + 127.
+  const unsigned int k1 = k_biased >> 1;
+  const unsigned int k2 = k_biased - k1;
+  return p * float_from_bits((k1 + 52u) << 23) * float_from_bits((k2 + 52u) << 23);
+}
+
+// erf(x) = x P(x^2) / Q(x^2) on [-4, 4] (the rational approximation XLA and Eigen use for float);
+// |erf(x)| rounds to 1 in float beyond 4 (1 - erf(4) = 1.5e-8). NaN propagates.
+KF_HOST_DEVICE float erf(float x) {
+  x = select(x > 4.0f, 4.0f, x);
+  x = select(x < -4.0f, -4.0f, x);
+  const float x2 = x * x;
+  float p = -2.72614225801306e-10f;
+  p = p * x2 + 2.77068142495902e-08f;
+  p = p * x2 + -2.10102402082508e-06f;
+  p = p * x2 + -5.69250639462346e-05f;
+  p = p * x2 + -7.34990630326855e-04f;
+  p = p * x2 + -2.95459980854025e-03f;
+  p = p * x2 + -1.60960333262415e-02f;
+  float q = -1.45660718464996e-05f;
+  q = q * x2 + -2.13374055278905e-04f;
+  q = q * x2 + -1.68282697438203e-03f;
+  q = q * x2 + -7.37332916720468e-03f;
+  q = q * x2 + -1.42647390514189e-02f;
+  return x * (p / q);  // p / q first: x * p would underflow for subnormal x
+}
+
+// tanh(x) = x P(x^2) / Q(x^2) on [-7.9053, 7.9053] (the rational approximation XLA, Eigen and
+// MLAS use for float); beyond, tanh rounds to +-1 in float. One division and no exp: half the
+// cost of 1 - 2 / (e^2x + 1), and odd, so small x keeps its relative accuracy. NaN propagates.
+KF_HOST_DEVICE float tanh(float x) {
+  x = select(x > 7.90531110763549805f, 7.90531110763549805f, x);
+  x = select(x < -7.90531110763549805f, -7.90531110763549805f, x);
+  const float x2 = x * x;
+  float p = -2.76076847742355e-16f;
+  p = p * x2 + 2.00018790482477e-13f;
+  p = p * x2 + -8.60467152213735e-11f;
+  p = p * x2 + 5.12229709037114e-08f;
+  p = p * x2 + 1.48572235717979e-05f;
+  p = p * x2 + 6.37261928875436e-04f;
+  p = p * x2 + 4.89352455891786e-03f;
+  float q = 1.19825839466702e-06f;
+  q = q * x2 + 1.18534705686654e-04f;
+  q = q * x2 + 2.26843463243900e-03f;
+  q = q * x2 + 4.89352518554385e-03f;
+  return x * (p / q);  // p / q first: x * p would underflow for subnormal x
+}
+
+}  // namespace host_float
+
+#if KF_DEVICE_CODE
+KF_HOST_DEVICE float exp_of(float x) { return ::expf(x); }
+KF_HOST_DEVICE float erf_of(float x) { return ::erff(x); }
+KF_HOST_DEVICE float tanh_of(float x) { return ::tanhf(x); }
+#else
+KF_HOST_DEVICE float exp_of(float x) { return host_float::exp(x); }
+KF_HOST_DEVICE float erf_of(float x) { return host_float::erf(x); }
+KF_HOST_DEVICE float tanh_of(float x) { return host_float::tanh(x); }
+#endif
+KF_HOST_DEVICE double exp_of(double x) { return ::exp(x); }
+KF_HOST_DEVICE double erf_of(double x) { return ::erf(x); }
+KF_HOST_DEVICE double tanh_of(double x) { return ::tanh(x); }
+
+}  // namespace math
+}  // namespace kf
