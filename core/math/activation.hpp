@@ -23,8 +23,8 @@ constexpr int kActivationCount = 7;
 
 struct Identity {
   static constexpr Activation id = Activation::none;
-  template <class T>
-  KF_HOST_DEVICE T operator()(T x) const {
+  template <class T, class P = Precise>
+  KF_HOST_DEVICE T operator()(T x, P = {}) const {
     return x;
   }
 };
@@ -32,8 +32,8 @@ struct Identity {
 // Written as "negative -> 0" so that NaN propagates (like PyTorch), instead of becoming 0.
 struct Relu {
   static constexpr Activation id = Activation::relu;
-  template <class T>
-  KF_HOST_DEVICE T operator()(T x) const {
+  template <class T, class P = Precise>
+  KF_HOST_DEVICE T operator()(T x, P = {}) const {
     return x < T(0) ? T(0) : x;
   }
 };
@@ -41,22 +41,22 @@ struct Relu {
 // x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)).
 struct Gelu {
   static constexpr Activation id = Activation::gelu;
-  template <class T>
-  KF_HOST_DEVICE T operator()(T x) const {
+  template <class T, class P = Precise>
+  KF_HOST_DEVICE T operator()(T x, P = {}) const {
     const T inv_sqrt2 = T(0.70710678118654752440);
-    return T(0.5) * x * (T(1) + erf_of(x * inv_sqrt2));
+    return T(0.5) * x * (T(1) + P::erf(x * inv_sqrt2));
   }
 };
 
 // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 struct GeluTanh {
   static constexpr Activation id = Activation::gelu_tanh;
-  template <class T>
-  KF_HOST_DEVICE T operator()(T x) const {
+  template <class T, class P = Precise>
+  KF_HOST_DEVICE T operator()(T x, P = {}) const {
     const T sqrt_2_over_pi = T(0.79788456080286535588);
     const T cubic = T(0.044715);
     const T inner = sqrt_2_over_pi * (x + cubic * x * x * x);
-    return T(0.5) * x * (T(1) + tanh_of(inner));
+    return T(0.5) * x * (T(1) + P::tanh(inner));
   }
 };
 
@@ -64,25 +64,25 @@ struct GeluTanh {
 // should.
 struct Silu {
   static constexpr Activation id = Activation::silu;
-  template <class T>
-  KF_HOST_DEVICE T operator()(T x) const {
-    return x / (T(1) + exp_of(-x));
+  template <class T, class P = Precise>
+  KF_HOST_DEVICE T operator()(T x, P = {}) const {
+    return P::divide(x, T(1) + P::exp(-x));
   }
 };
 
 struct Tanh {
   static constexpr Activation id = Activation::tanh;
-  template <class T>
-  KF_HOST_DEVICE T operator()(T x) const {
-    return tanh_of(x);
+  template <class T, class P = Precise>
+  KF_HOST_DEVICE T operator()(T x, P = {}) const {
+    return P::tanh(x);
   }
 };
 
 struct Sigmoid {
   static constexpr Activation id = Activation::sigmoid;
-  template <class T>
-  KF_HOST_DEVICE T operator()(T x) const {
-    return T(1) / (T(1) + exp_of(-x));
+  template <class T, class P = Precise>
+  KF_HOST_DEVICE T operator()(T x, P = {}) const {
+    return P::divide(T(1), T(1) + P::exp(-x));
   }
 };
 
@@ -120,15 +120,15 @@ struct ActivationOf<Activation::sigmoid> {
 
 // Run-time dispatch, for paths where the activation is a parameter instead of a template argument
 // (the branch is uniform across a warp, so it costs a compare, not divergence).
-template <class T>
-KF_HOST_DEVICE T apply_activation(Activation act, T x) {
+template <class T, class P = Precise>
+KF_HOST_DEVICE T apply_activation(Activation act, T x, P primitives = {}) {
   switch (act) {
-    case Activation::relu: return Relu{}(x);
-    case Activation::gelu: return Gelu{}(x);
-    case Activation::gelu_tanh: return GeluTanh{}(x);
-    case Activation::silu: return Silu{}(x);
-    case Activation::tanh: return Tanh{}(x);
-    case Activation::sigmoid: return Sigmoid{}(x);
+    case Activation::relu: return Relu{}(x, primitives);
+    case Activation::gelu: return Gelu{}(x, primitives);
+    case Activation::gelu_tanh: return GeluTanh{}(x, primitives);
+    case Activation::silu: return Silu{}(x, primitives);
+    case Activation::tanh: return Tanh{}(x, primitives);
+    case Activation::sigmoid: return Sigmoid{}(x, primitives);
     case Activation::none:
     default: return x;
   }

@@ -58,7 +58,8 @@ KF_HOST_DEVICE float exp(float x) {
 
 // erf(x) = x P(x^2) / Q(x^2) on [-4, 4] (the rational approximation XLA and Eigen use for float);
 // |erf(x)| rounds to 1 in float beyond 4 (1 - erf(4) = 1.5e-8). NaN propagates.
-KF_HOST_DEVICE float erf(float x) {
+template <class Divide>
+KF_HOST_DEVICE float erf_rational(float x, Divide divide) {
   x = select(x > 4.0f, 4.0f, x);
   x = select(x < -4.0f, -4.0f, x);
   const float x2 = x * x;
@@ -74,13 +75,20 @@ KF_HOST_DEVICE float erf(float x) {
   q = q * x2 + -1.68282697438203e-03f;
   q = q * x2 + -7.37332916720468e-03f;
   q = q * x2 + -1.42647390514189e-02f;
-  return x * (p / q);  // p / q first: x * p would underflow for subnormal x
+  return x * divide(p, q);  // p / q first: x * p would underflow for subnormal x
 }
+
+struct IeeeDivide {
+  KF_HOST_DEVICE float operator()(float a, float b) const { return a / b; }
+};
+
+KF_HOST_DEVICE float erf(float x) { return erf_rational(x, IeeeDivide{}); }
 
 // tanh(x) = x P(x^2) / Q(x^2) on [-7.9053, 7.9053] (the rational approximation XLA, Eigen and
 // MLAS use for float); beyond, tanh rounds to +-1 in float. One division and no exp: half the
 // cost of 1 - 2 / (e^2x + 1), and odd, so small x keeps its relative accuracy. NaN propagates.
-KF_HOST_DEVICE float tanh(float x) {
+template <class Divide>
+KF_HOST_DEVICE float tanh_rational(float x, Divide divide) {
   x = select(x > 7.90531110763549805f, 7.90531110763549805f, x);
   x = select(x < -7.90531110763549805f, -7.90531110763549805f, x);
   const float x2 = x * x;
@@ -95,8 +103,10 @@ KF_HOST_DEVICE float tanh(float x) {
   q = q * x2 + 1.18534705686654e-04f;
   q = q * x2 + 2.26843463243900e-03f;
   q = q * x2 + 4.89352518554385e-03f;
-  return x * (p / q);  // p / q first: x * p would underflow for subnormal x
+  return x * divide(p, q);  // p / q first: x * p would underflow for subnormal x
 }
+
+KF_HOST_DEVICE float tanh(float x) { return tanh_rational(x, IeeeDivide{}); }
 
 }  // namespace host_float
 
@@ -112,6 +122,66 @@ KF_HOST_DEVICE float tanh_of(float x) { return host_float::tanh(x); }
 KF_HOST_DEVICE double exp_of(double x) { return ::exp(x); }
 KF_HOST_DEVICE double erf_of(double x) { return ::erf(x); }
 KF_HOST_DEVICE double tanh_of(double x) { return ::tanh(x); }
+
+// The primitive sets an activation formula is evaluated with (the formulas themselves are written
+// once, in activation.hpp).
+//
+// Precise: the functions above, for f32 and f64 results.
+struct Precise {
+  template <class T>
+  static KF_HOST_DEVICE T exp(T x) {
+    return exp_of(x);
+  }
+  template <class T>
+  static KF_HOST_DEVICE T erf(T x) {
+    return erf_of(x);
+  }
+  template <class T>
+  static KF_HOST_DEVICE T tanh(T x) {
+    return tanh_of(x);
+  }
+  template <class T>
+  static KF_HOST_DEVICE T divide(T a, T b) {
+    return a / b;
+  }
+};
+
+// For results rounded to f16 or bf16 (relative precision 4.9e-4 and 3.9e-3): on the device, the
+// rational erf and tanh above and exp with the hardware's approximate reciprocal and exponential
+// (__fdividef, __expf: a few ulp of float, invisible after rounding), about half the
+// instructions of CUDA's full-precision erff/expf and IEEE division. The 16-bit GELU and SiLU
+// kernels are limited by instruction issue, not memory, with the precise set. Host code is
+// memory-bound already and keeps the precise functions.
+struct HalfStorage {
+#if KF_DEVICE_CODE
+  struct FastDivide {
+    KF_HOST_DEVICE float operator()(float a, float b) const { return __fdividef(a, b); }
+  };
+  static KF_HOST_DEVICE float exp(float x) { return __expf(x); }
+  static KF_HOST_DEVICE float erf(float x) { return host_float::erf_rational(x, FastDivide{}); }
+  static KF_HOST_DEVICE float tanh(float x) { return host_float::tanh_rational(x, FastDivide{}); }
+  static KF_HOST_DEVICE float divide(float a, float b) { return __fdividef(a, b); }
+#else
+  static KF_HOST_DEVICE float exp(float x) { return exp_of(x); }
+  static KF_HOST_DEVICE float erf(float x) { return erf_of(x); }
+  static KF_HOST_DEVICE float tanh(float x) { return tanh_of(x); }
+  static KF_HOST_DEVICE float divide(float a, float b) { return a / b; }
+#endif
+};
+
+// The primitive set for a storage type.
+template <class S>
+struct PrimitivesFor {
+  using type = Precise;
+};
+template <>
+struct PrimitivesFor<half_t> {
+  using type = HalfStorage;
+};
+template <>
+struct PrimitivesFor<bfloat16_t> {
+  using type = HalfStorage;
+};
 
 }  // namespace math
 }  // namespace kf

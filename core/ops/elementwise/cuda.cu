@@ -216,8 +216,8 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
 #pragma unroll
     for (int k = 0; k < kUnroll; ++k) {
       if (base + k * kThreads < args.count)
-        out[out_offset[k]] =
-            Traits::from_compute(math::apply_activation(args.act, Op{}(x[k], y[k])));
+        out[out_offset[k]] = Traits::from_compute(math::apply_activation(
+            args.act, Op{}(x[k], y[k]), typename math::PrimitivesFor<S>::type{}));
     }
   }
 }

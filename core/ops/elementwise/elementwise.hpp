@@ -54,7 +54,9 @@ template <class S, class Op, class Act>
 struct FusedOp {
   using Traits = math::StorageTraits<S>;
   using T = typename Traits::compute_type;
-  static KF_HOST_DEVICE S compute(T x, T y) { return Traits::from_compute(Act{}(Op{}(x, y))); }
+  static KF_HOST_DEVICE S compute(T x, T y) {
+    return Traits::from_compute(Act{}(Op{}(x, y), typename math::PrimitivesFor<S>::type{}));
+  }
   static KF_HOST_DEVICE S apply(S x, S y) {
     return compute(Traits::to_compute(x), Traits::to_compute(y));
   }
