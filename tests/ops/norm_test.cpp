@@ -273,6 +273,57 @@ TEST_P(NormTest, InPlace) {
   }
 }
 
+// Row lengths on both sides of the CUDA backend's regime boundaries (lanes per row, warp per row
+// up to 1024, block per row up to 16K (8K for f64), streaming beyond), vector widths (16 bytes =
+// 2..8 elements) and many rows per launch.
+TEST_P(NormTest, RegimeBoundaries) {
+  uint64_t salt = 900;
+  for (int64_t length :
+       {2, 8, 31, 32, 33, 64, 1023, 1024, 1025, 2048, 8192, 8193, 16383, 16384, 16385}) {
+    check_layer_norm(3, length, length % 2 == 0, KF_ACTIVATION_NONE, salt += 3);
+    check_rms_norm(3, length, true, length % 3 != 0, KF_ACTIVATION_NONE, salt += 3);
+  }
+  check_layer_norm(1000, 64, true, KF_ACTIVATION_GELU, salt += 3);
+  check_rms_norm(777, 128, true, true, KF_ACTIVATION_SILU, salt += 3);
+}
+
+// Dense rows whose starts are not 16-byte aligned (a column slice at offset 1, and a row pitch
+// that is not a multiple of 16 bytes): the cached paths must fall back to element loads.
+TEST_P(NormTest, UnalignedRowStarts) {
+  for (int64_t length : {32, 1024, 4096}) {
+    const uint64_t s = seed(1200 + length);
+    SCOPED_TRACE(label("unaligned " + std::to_string(length), s));
+    const int64_t rows = 5, pitch = length + 1;
+    Tensor x_base = tensor({rows, pitch}, dtype()), out_base = tensor({rows, pitch}, dtype());
+    Tensor r_base = tensor({rows, pitch}, dtype());
+    Tensor x = make_view(x_base, dtype(), {rows, length}, {pitch, 1}, 1);
+    Tensor out = make_view(out_base, dtype(), {rows, length}, {pitch, 1}, 1);
+    Tensor r = make_view(r_base, dtype(), {rows, length}, {pitch, 1}, 0);
+    Tensor w = tensor({length}, dtype()), b = tensor({length}, dtype());
+    const auto offsets_1 = view_offsets({rows, length}, {pitch, 1}, 1);
+    const auto xv = gather(fill(x_base, dtype(), static_cast<size_t>(rows * pitch), s), offsets_1);
+    const auto rv = gather(fill(r_base, dtype(), static_cast<size_t>(rows * pitch), s + 1),
+                           view_offsets({rows, length}, {pitch, 1}, 0));
+    const auto wv = fill(w, dtype(), static_cast<size_t>(length), s + 2);
+    const auto bv = fill(b, dtype(), static_cast<size_t>(length), s + 3);
+    kf_test::poison(out_base);
+    KF_ASSERT_OK(kf_fused_layer_norm_activation(ctx(), x, w, b, out, nullptr, nullptr, 1, 1e-5,
+                                                KF_ACTIVATION_NONE, nullptr));
+    const auto got = gather(kf_test::download(out_base), offsets_1);
+    kf_test::expect_close(got, layer_norm_ref(xv, length, wv, bv, 1e-5, KF_ACTIVATION_NONE).out,
+                          tolerance(dtype()), "layer norm unaligned");
+    kf_test::poison(out_base);
+    KF_ASSERT_OK(kf_fused_rms_norm_activation(ctx(), x, r, w, out, nullptr, 1e-6,
+                                              KF_ACTIVATION_NONE, nullptr));
+    std::vector<double> h = xv;
+    for (size_t i = 0; i < h.size(); ++i) h[i] += rv[i];
+    h = kf_test::round_to_dtype(h, dtype());
+    kf_test::expect_close(gather(kf_test::download(out_base), offsets_1),
+                          rms_norm_ref(h, length, wv, 1e-6, KF_ACTIVATION_NONE), tolerance(dtype()),
+                          "rms norm unaligned");
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTypes, NormTest,
                          ::testing::Values(KF_DTYPE_FLOAT32, KF_DTYPE_FLOAT16, KF_DTYPE_BFLOAT16,
                                            KF_DTYPE_FLOAT64),

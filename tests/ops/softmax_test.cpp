@@ -174,6 +174,35 @@ TEST_P(SoftmaxTest, StridedAndInPlace) {
   }
 }
 
+// Row lengths on both sides of the CUDA backend's regime boundaries (see norm_test.cpp), with
+// and without masks and the causal rule, plus rows whose starts are not 16-byte aligned.
+TEST_P(SoftmaxTest, RegimeBoundaries) {
+  uint64_t salt = 900;
+  for (int64_t length :
+       {2, 8, 31, 32, 33, 64, 1023, 1024, 1025, 2048, 8192, 8193, 16383, 16384, 16385}) {
+    check({3, length}, {}, false, 1.0, false, salt += 2);
+    check({2, 3, length}, {3, length}, true, 0.5, true, salt += 2, true);
+  }
+  check({1000, 64}, {64}, true, 1.0, false, salt += 2);
+  check({4, 200, 128}, {}, false, 0.125, true, salt += 2);
+
+  for (int64_t length : {32, 1024, 4096}) {
+    const uint64_t s = seed(1200 + length);
+    SCOPED_TRACE(std::string(dtype_name(dtype())) + " unaligned " + std::to_string(length));
+    const int64_t rows = 5, pitch = length + 1;
+    Tensor x_base = tensor({rows, pitch}), out_base = tensor({rows, pitch});
+    Tensor x = make_view(x_base, dtype(), {rows, length}, {pitch, 1}, 1);
+    Tensor out = make_view(out_base, dtype(), {rows, length}, {pitch, 1}, 1);
+    const auto offsets = view_offsets({rows, length}, {pitch, 1}, 1);
+    const auto xv = gather(fill(x_base, dtype(), static_cast<size_t>(rows * pitch), s), offsets);
+    kf_test::poison(out_base);
+    KF_ASSERT_OK(kf_fused_softmax(ctx(), x, nullptr, out, 1.0, 0, nullptr));
+    kf_test::expect_close(gather(kf_test::download(out_base), offsets),
+                          softmax_ref(xv, {rows, length}, {}, {}, 1.0, false, false),
+                          kf_test::tolerance(dtype()), "softmax unaligned");
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTypes, SoftmaxTest,
                          ::testing::Values(KF_DTYPE_FLOAT32, KF_DTYPE_FLOAT16, KF_DTYPE_BFLOAT16,
                                            KF_DTYPE_FLOAT64),

@@ -1,8 +1,14 @@
-// CUDA backend of the norm family. This first version is the general path only: one block per row
-// streaming over global memory (pass 1: h = x + residual, residual_out, shifted sums; pass 2:
-// normalize, affine, activation), any strides, offsets from core/ops/rows/rows.hpp. Each thread
-// touches the same columns in both passes, which keeps the exact in-place forms safe. The warp-
-// and block-cached fast paths (single DRAM read, 16-byte vectors) are still to come.
+// CUDA backend of the norm family, three regimes chosen per call:
+//  - rows of up to 1024 elements: a few lanes or a warp per row, several rows per block;
+//  - rows of up to 16K elements (8K for f64): a block per row;
+//    both hold the row in registers (core/ops/rows/tile.cuh), so h = x + residual is read from
+//    DRAM once, with 16-byte loads when every row start is aligned and the length divides;
+//  - everything else (strided rows, longer rows): the streaming path, one block per row over
+//    global memory (pass 1: h, residual_out, shifted sums; pass 2: normalize, affine,
+//    activation), which reads x twice. Each thread touches the same columns in both passes,
+//    which keeps the exact in-place forms safe.
+// In the cached paths each element is loaded, and later stored, by one thread, and every load
+// comes before any store, so out and residual_out may be x or residual exactly.
 #include <cuda_runtime.h>
 
 #include "core/math/activation.hpp"
@@ -10,6 +16,7 @@
 #include "core/math/row_stats.hpp"
 #include "core/ops/norm/norm.hpp"
 #include "core/ops/rows/reduce.cuh"
+#include "core/ops/rows/tile.cuh"
 #include "core/runtime/error.hpp"
 
 namespace kf::norm {
@@ -90,11 +97,125 @@ __global__ void __launch_bounds__(Policy::threads)
   }
 }
 
+// Register-cached rows (see the top of the file). The layer norm shift is the row mean, taken
+// from the cached row first, so sum_d and sum_d2 are of exact small differences, as on the CPU.
+template <class P, class S>
+__global__ void __launch_bounds__(P::threads) cached_kernel(const __grid_constant__ Plan p) {
+  using T = math::compute_t<S>;
+  using Traits = math::StorageTraits<S>;
+  __shared__ T scratch[32];
+  const rows::Walk& w = p.walk;
+  const int64_t n = w.row_length;
+  const T count = static_cast<T>(n), eps = static_cast<T>(p.eps);
+  const int lane = threadIdx.x % P::group, slot = threadIdx.x / P::group;
+  for (int64_t first = int64_t{blockIdx.x} * P::rows_per_block; first < w.rows;
+       first += int64_t{gridDim.x} * P::rows_per_block) {
+    const int64_t row = first + slot;
+    const int64_t length = row < w.rows ? n : 0;  // rows past the end load and store nothing
+    const int64_t r = row < w.rows ? row : 0;
+    T h[P::items];
+    rows::tile_load<P>(static_cast<const S*>(p.x.data) + rows::row_offset(w, p.x, r), length, lane,
+                       h, T(0));
+    if (p.residual.data) {
+      T add[P::items];
+      rows::tile_load<P>(
+          static_cast<const S*>(p.residual.data) + rows::row_offset(w, p.residual, r), length, lane,
+          add, T(0));
+#pragma unroll
+      for (int i = 0; i < P::items; ++i)
+        h[i] = Traits::to_compute(Traits::from_compute(h[i] + add[i]));
+      if (p.residual_out.data)
+        rows::tile_store<P>(
+            static_cast<S*>(p.residual_out.data) + rows::row_offset(w, p.residual_out, r), length,
+            lane, h);
+    }
+    T shift = 0, center = 0, rstd;
+    if (p.kind == Kind::layer) {
+      T sum = 0;
+#pragma unroll
+      for (int i = 0; i < P::items; ++i) sum += h[i];  // padding is 0
+      shift = rows::group_reduce<P::group>(sum, rows::Plus{}, scratch) / count;
+      T sum_d = 0, sum_d2 = 0;
+#pragma unroll
+      for (int k = 0; k < P::chunks; ++k) {
+        const bool inside = rows::tile_col<P>(lane, k) < length;
+#pragma unroll
+        for (int e = 0; e < P::vec; ++e) {
+          const T d = inside ? h[k * P::vec + e] - shift : T(0);
+          sum_d += d;
+          sum_d2 += d * d;
+        }
+      }
+      sum_d = rows::group_reduce<P::group>(sum_d, rows::Plus{}, scratch);
+      sum_d2 = rows::group_reduce<P::group>(sum_d2, rows::Plus{}, scratch);
+      const auto s = math::stats::layer_norm_stats<T>(sum_d, sum_d2, count, eps);
+      center = s.center;
+      rstd = s.rstd;
+      if (lane == 0 && length > 0) {
+        if (p.mean.data)
+          static_cast<T*>(p.mean.data)[rows::row_offset(w, p.mean, r)] = shift + center;
+        if (p.rstd.data) static_cast<T*>(p.rstd.data)[rows::row_offset(w, p.rstd, r)] = rstd;
+      }
+    } else {
+      T squares = 0;
+#pragma unroll
+      for (int i = 0; i < P::items; ++i) squares += h[i] * h[i];
+      rstd = math::stats::rms_rstd<T>(rows::group_reduce<P::group>(squares, rows::Plus{}, scratch),
+                                      count, eps);
+    }
+    // Weight and bias are read a chunk at a time (from L1/L2: every row shares them).
+    S* out = static_cast<S*>(p.out.data) + rows::row_offset(w, p.out, r);
+    const S* weight = static_cast<const S*>(p.weight.data);
+    const S* bias = static_cast<const S*>(p.bias.data);
+#pragma unroll
+    for (int k = 0; k < P::chunks; ++k) {
+      const int64_t c = rows::tile_col<P>(lane, k);
+      if (c >= length) continue;
+      rows::Pack<S, P::vec> wk, bk, yk;
+      if (weight) wk = *reinterpret_cast<const rows::Pack<S, P::vec>*>(weight + c);
+      if (bias) bk = *reinterpret_cast<const rows::Pack<S, P::vec>*>(bias + c);
+#pragma unroll
+      for (int e = 0; e < P::vec; ++e) {
+        T y = (h[k * P::vec + e] - shift - center) * rstd;
+        if (weight) y *= Traits::to_compute(wk.v[e]);
+        if (bias) y += Traits::to_compute(bk.v[e]);
+        yk.v[e] = Traits::from_compute(math::apply_activation(p.act, y));
+      }
+      *reinterpret_cast<rows::Pack<S, P::vec>*>(out + c) = yk;
+    }
+  }
+}
+
+template <class S, int V>
+bool launch_cached(const Plan& p, cudaStream_t stream) {
+  return rows::with_tile_policy<S, V>(p.walk.row_length, [&](auto policy) {
+    using P = decltype(policy);
+    cached_kernel<P, S>
+        <<<rows::tile_grid(p.walk.rows, P::rows_per_block), P::threads, 0, stream>>>(p);
+  });
+}
+
+// 16-byte vectors when every row of every row operand starts aligned and the length divides.
+template <class S>
+bool vectors_fit(const Plan& p) {
+  constexpr int V = 16 / sizeof(S);
+  if (p.walk.row_length % V != 0) return false;
+  for (const rows::Operand* o : {&p.x, &p.residual, &p.weight, &p.bias, &p.out, &p.residual_out})
+    if (!rows::rows_aligned_16(p.walk, *o, sizeof(S))) return false;
+  return true;
+}
+
 template <class S>
 void launch(const Plan& p, cudaStream_t stream) {
-  const int64_t grid = p.walk.rows < 65535 * 16 ? p.walk.rows : 65535 * 16;
-  streaming_kernel<StreamPolicy, S>
-      <<<static_cast<unsigned>(grid), StreamPolicy::threads, 0, stream>>>(p);
+  bool done = false;
+  if (p.dense)
+    done = vectors_fit<S>(p) ? launch_cached<S, 16 / sizeof(S)>(p, stream)
+                             : launch_cached<S, 1>(p, stream);
+  if (!done) {
+    const int64_t grid = p.walk.rows < 65535 * 16 ? p.walk.rows : 65535 * 16;
+    streaming_kernel<StreamPolicy, S>
+        <<<static_cast<unsigned>(grid), StreamPolicy::threads, 0, stream>>>(p);
+  }
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess)
     fail(KF_ERROR_CUDA, "norm kernel launch: %s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));

@@ -36,6 +36,7 @@ struct Operand {
 
 // Element offset of row `row` (row-major over the leading dims).
 KF_HOST_DEVICE int64_t row_offset(const Walk& w, const Operand& t, int64_t row) {
+  if (w.outer_ndim == 1) return row * t.outer[0];  // the common case: no division
   int64_t offset = 0;
   for (int32_t d = w.outer_ndim - 1; d >= 0; --d) {
     const int64_t q = row / w.outer_shape[d];

@@ -1,13 +1,19 @@
-// CUDA backend of the softmax family. This first version is the general path only: one block per
-// row streaming over global memory (pass 1: online max and sum of exp; pass 2: write), any
-// strides, offsets from core/ops/rows/rows.hpp. Each thread touches the same columns in both
-// passes, which keeps the in-place form safe. The warp- and block-cached fast paths (single DRAM
-// read, 16-byte vectors) are still to come.
+// CUDA backend of the softmax family, three regimes chosen per call:
+//  - rows of up to 1024 elements: a few lanes or a warp per row, several rows per block;
+//  - rows of up to 16K elements (8K for f64): a block per row;
+//    both hold the row's logits in registers (core/ops/rows/tile.cuh), so x (and the mask) are
+//    read from DRAM once, with 16-byte loads when every row start is aligned and the length
+//    divides; max and sum of exp are then exact two-pass reductions over the registers;
+//  - everything else (strided or row-broadcast operands, longer rows): the streaming path, one
+//    block per row over global memory (pass 1: online max and sum of exp; pass 2: write), which
+//    reads x twice. Each thread touches the same columns in both passes, which keeps the in-place
+//    form safe (in the cached paths every load of a row precedes its stores, by the same thread).
 #include <cuda_runtime.h>
 
 #include "core/math/numeric.hpp"
 #include "core/math/row_stats.hpp"
 #include "core/ops/rows/reduce.cuh"
+#include "core/ops/rows/tile.cuh"
 #include "core/ops/softmax/softmax.hpp"
 #include "core/runtime/error.hpp"
 
@@ -76,11 +82,91 @@ __global__ void __launch_bounds__(Policy::threads)
   }
 }
 
+// Register-cached rows (see the top of the file).
+template <class P, class S>
+__global__ void __launch_bounds__(P::threads) cached_kernel(const __grid_constant__ Plan p) {
+  using T = math::compute_t<S>;
+  namespace st = math::stats;
+  __shared__ T scratch[32];
+  const rows::Walk& w = p.walk;
+  const int64_t n = w.row_length;
+  const T scale = static_cast<T>(p.scale), minus_inf = st::negative_infinity<T>();
+  const int lane = threadIdx.x % P::group, slot = threadIdx.x / P::group;
+  for (int64_t first = int64_t{blockIdx.x} * P::rows_per_block; first < w.rows;
+       first += int64_t{gridDim.x} * P::rows_per_block) {
+    const int64_t row = first + slot;
+    const int64_t length = row < w.rows ? n : 0;  // rows past the end load and store nothing
+    const int64_t r = row < w.rows ? row : 0;
+    T v[P::items];
+    rows::tile_load<P>(static_cast<const S*>(p.x.data) + rows::row_offset(w, p.x, r), length, lane,
+                       v, T(0));
+    if (p.mask.data) {
+      T add[P::items];
+      rows::tile_load<P>(static_cast<const S*>(p.mask.data) + rows::row_offset(w, p.mask, r),
+                         length, lane, add, T(0));
+#pragma unroll
+      for (int i = 0; i < P::items; ++i) v[i] = scale * v[i] + add[i];
+    } else {
+#pragma unroll
+      for (int i = 0; i < P::items; ++i) v[i] *= scale;
+    }
+    const int64_t query = r % p.query_rows;
+    T max = minus_inf;
+#pragma unroll
+    for (int k = 0; k < P::chunks; ++k) {
+      const int64_t c = rows::tile_col<P>(lane, k);
+#pragma unroll
+      for (int e = 0; e < P::vec; ++e) {
+        T& x = v[k * P::vec + e];
+        if (c + e >= length || (p.causal && st::causal_hidden(query, c + e, p.diagonal)))
+          x = minus_inf;
+        max = x > max ? x : max;
+      }
+    }
+    max = rows::group_reduce<P::group>(max, rows::Larger{}, scratch);
+    T sum = 0;
+    if (max != minus_inf) {
+#pragma unroll
+      for (int i = 0; i < P::items; ++i) sum += st::exp_of(v[i] - max);  // exp(-inf) = 0
+    }
+    sum = rows::group_reduce<P::group>(sum, rows::Plus{}, scratch);
+    const T inv_sum = T(1) / sum, log_sum = st::log_of(sum);
+#pragma unroll
+    for (int i = 0; i < P::items; ++i) v[i] = st::softmax_value(v[i], max, inv_sum, log_sum, p.log);
+    rows::tile_store<P>(static_cast<S*>(p.out.data) + rows::row_offset(w, p.out, r), length, lane,
+                        v);
+  }
+}
+
+template <class S, int V>
+bool launch_cached(const Plan& p, cudaStream_t stream) {
+  return rows::with_tile_policy<S, V>(p.walk.row_length, [&](auto policy) {
+    using P = decltype(policy);
+    cached_kernel<P, S>
+        <<<rows::tile_grid(p.walk.rows, P::rows_per_block), P::threads, 0, stream>>>(p);
+  });
+}
+
+// 16-byte vectors when every row of x, mask and out starts aligned and the length divides.
+template <class S>
+bool vectors_fit(const Plan& p) {
+  constexpr int V = 16 / sizeof(S);
+  return p.walk.row_length % V == 0 && rows::rows_aligned_16(p.walk, p.x, sizeof(S)) &&
+         rows::rows_aligned_16(p.walk, p.mask, sizeof(S)) &&
+         rows::rows_aligned_16(p.walk, p.out, sizeof(S));
+}
+
 template <class S>
 void launch(const Plan& p, cudaStream_t stream) {
-  const int64_t grid = p.walk.rows < 65535 * 16 ? p.walk.rows : 65535 * 16;
-  streaming_kernel<StreamPolicy, S>
-      <<<static_cast<unsigned>(grid), StreamPolicy::threads, 0, stream>>>(p);
+  bool done = false;
+  if (p.dense)
+    done = vectors_fit<S>(p) ? launch_cached<S, 16 / sizeof(S)>(p, stream)
+                             : launch_cached<S, 1>(p, stream);
+  if (!done) {
+    const int64_t grid = p.walk.rows < 65535 * 16 ? p.walk.rows : 65535 * 16;
+    streaming_kernel<StreamPolicy, S>
+        <<<static_cast<unsigned>(grid), StreamPolicy::threads, 0, stream>>>(p);
+  }
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess)
     fail(KF_ERROR_CUDA, "softmax kernel launch: %s (%s)", cudaGetErrorString(e),

@@ -1,0 +1,156 @@
+// Register-cached rows for the row-wise CUDA kernels (norms, softmax): a row is split over a group
+// of threads (a few lanes, a warp, or a whole block), each thread holding `chunks` vectors of `vec`
+// elements in registers, so the row is read from DRAM once. Chunk k of lane l starts at column
+// (k * group + l) * vec: every load is coalesced across the group, 16 bytes per thread when vec
+// fills 16 bytes. The tuning knobs live in TilePolicy, apart from the math of each family.
+#pragma once
+
+#include <cstdint>
+
+#include "core/math/numeric.hpp"
+#include "core/ops/rows/rows.hpp"
+
+namespace kf::rows {
+
+template <int kGroup, int kChunks, int kVec, int kThreads>
+struct TilePolicy {
+  static_assert(kGroup <= 32 ? (32 % kGroup == 0) : (kGroup == kThreads && kGroup % 32 == 0),
+                "a row's group is a power-of-two part of a warp, or the whole block");
+  static constexpr int group = kGroup;      // threads sharing one row
+  static constexpr int chunks = kChunks;    // vectors per thread
+  static constexpr int vec = kVec;          // elements per vector (1: scalar loads)
+  static constexpr int threads = kThreads;  // block size
+  static constexpr int items = kChunks * kVec;
+  static constexpr int64_t capacity = int64_t{kGroup} * kChunks * kVec;  // longest row served
+  static constexpr int rows_per_block = kThreads / kGroup;
+};
+
+template <class S, int V>
+struct alignas(sizeof(S) * V) Pack {
+  S v[V];
+};
+
+// First column of chunk k held by `lane` of the group.
+template <class P>
+__device__ __forceinline__ int64_t tile_col(int lane, int k) {
+  return (int64_t{k} * P::group + lane) * P::vec;
+}
+
+// Loads this thread's part of a row of n elements (n a multiple of P::vec) into dst (compute type),
+// `pad` where the row has ended. Every load is issued before the first conversion.
+template <class P, class S>
+__device__ __forceinline__ void tile_load(const S* row, int64_t n, int lane,
+                                          math::compute_t<S> (&dst)[P::items],
+                                          math::compute_t<S> pad) {
+  Pack<S, P::vec> packs[P::chunks];
+#pragma unroll
+  for (int k = 0; k < P::chunks; ++k) {
+    const int64_t c = tile_col<P>(lane, k);
+    if (c < n) packs[k] = *reinterpret_cast<const Pack<S, P::vec>*>(row + c);
+  }
+#pragma unroll
+  for (int k = 0; k < P::chunks; ++k) {
+    const bool inside = tile_col<P>(lane, k) < n;
+#pragma unroll
+    for (int e = 0; e < P::vec; ++e)
+      dst[k * P::vec + e] = inside ? math::StorageTraits<S>::to_compute(packs[k].v[e]) : pad;
+  }
+}
+
+// Stores this thread's part of a row (values in the compute type, rounded to S).
+template <class P, class S>
+__device__ __forceinline__ void tile_store(S* row, int64_t n, int lane,
+                                           const math::compute_t<S> (&src)[P::items]) {
+#pragma unroll
+  for (int k = 0; k < P::chunks; ++k) {
+    const int64_t c = tile_col<P>(lane, k);
+    if (c >= n) continue;
+    Pack<S, P::vec> pack;
+#pragma unroll
+    for (int e = 0; e < P::vec; ++e)
+      pack.v[e] = math::StorageTraits<S>::from_compute(src[k * P::vec + e]);
+    *reinterpret_cast<Pack<S, P::vec>*>(row + c) = pack;
+  }
+}
+
+// Combines v over the row's group with op (commutative and associative); every thread of the
+// group gets the same result. A block-wide group uses `scratch` (32 values) and ends with a
+// barrier, so scratch may be reused at once; every thread of the block must call it.
+template <int Group, class T, class Op>
+__device__ __forceinline__ T group_reduce(T v, Op op, T* scratch) {
+  constexpr int lanes = Group < 32 ? Group : 32;
+#pragma unroll
+  for (int o = lanes / 2; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  if constexpr (Group > 32) {
+    constexpr int warps = Group / 32;  // a power of two: each aligned run of `warps` lanes
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;  // reads every warp's value
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    v = scratch[lane % warps];
+#pragma unroll
+    for (int o = warps / 2; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+    __syncthreads();
+  }
+  return v;
+}
+
+struct Plus {
+  template <class T>
+  __device__ __forceinline__ T operator()(T a, T b) const {
+    return a + b;
+  }
+};
+
+struct Larger {  // NaN never wins, as on the CPU backend (v > max ? v : max)
+  template <class T>
+  __device__ __forceinline__ T operator()(T a, T b) const {
+    return b > a ? b : a;
+  }
+};
+
+// True when every row of t (absent: true) starts on a 16-byte boundary, so that vec-wide loads
+// of a dense row whose length is a multiple of vec are aligned.
+inline bool rows_aligned_16(const Walk& w, const Operand& t, int64_t element_bytes) {
+  if (!t.data) return true;
+  if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0) return false;
+  for (int32_t d = 0; d < w.outer_ndim; ++d)
+    if ((t.outer[d] * element_bytes) % 16 != 0) return false;
+  return true;
+}
+
+// Block count for a grid-stride launch over `rows` rows, rows_per_block at a time.
+inline unsigned tile_grid(int64_t rows, int rows_per_block) {
+  const int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;
+  return static_cast<unsigned>(blocks < (int64_t{1} << 20) ? blocks : (int64_t{1} << 20));
+}
+
+// Picks the cached policy for rows of n elements loaded `V` at a time and calls fn(Policy{});
+// returns false when the row is too long to cache (the caller streams it instead). Up to 1024
+// elements a row takes part of a warp (several rows per 256-thread block); longer rows take a
+// block of 256 or 512 threads holding 8..32 elements each (32 only for 4-byte compute types: 64
+// floats, or 32 doubles, spill out of the 128 registers a 512-thread block leaves a thread).
+template <class S, int V, class Fn>
+bool with_tile_policy(int64_t n, Fn&& fn) {
+  constexpr int kRowBlock = 256;  // block size of the warp-per-row regime
+  if (n <= 4 * V) return fn(TilePolicy<4, 1, V, kRowBlock>{}), true;
+  if (n <= 8 * V) return fn(TilePolicy<8, 1, V, kRowBlock>{}), true;
+  if (n <= 16 * V) return fn(TilePolicy<16, 1, V, kRowBlock>{}), true;
+  if (n <= 32 * V) return fn(TilePolicy<32, 1, V, kRowBlock>{}), true;
+  if (n <= 64 * V) return fn(TilePolicy<32, 2, V, kRowBlock>{}), true;
+  if constexpr (V <= 8)
+    if (n <= 128 * V) return fn(TilePolicy<32, 4, V, kRowBlock>{}), true;
+  if constexpr (V <= 4)
+    if (n <= 256 * V) return fn(TilePolicy<32, 8, V, kRowBlock>{}), true;
+  if constexpr (V <= 2)
+    if (n <= 512 * V) return fn(TilePolicy<32, 16, V, kRowBlock>{}), true;
+  if constexpr (V <= 1)
+    if (n <= 1024) return fn(TilePolicy<32, 32, V, kRowBlock>{}), true;
+  if (n <= 256 * 8) return fn(TilePolicy<256, 8 / V, V, 256>{}), true;
+  if (n <= 256 * 16) return fn(TilePolicy<256, 16 / V, V, 256>{}), true;
+  if (n <= 512 * 16) return fn(TilePolicy<512, 16 / V, V, 512>{}), true;
+  if constexpr (sizeof(math::compute_t<S>) == 4)
+    if (n <= 512 * 32) return fn(TilePolicy<512, 32 / V, V, 512>{}), true;
+  return false;
+}
+
+}  // namespace kf::rows
