@@ -277,6 +277,15 @@ HostCostResult CaseRunner::run_host_cost() {
       result.us_per_call = in_calls / static_cast<double>(result.calls);
       result.us_per_call_drained = total / static_cast<double>(result.calls);
     }
+#if defined(KF_BENCH_WITH_CUDA)
+    void* native = nullptr;
+    if (kf_stream_get_native(stream_, &native) == KF_SUCCESS && native != nullptr) {
+      result.us_empty_launch =
+          empty_launch_host_us(native, result.calls, result.sync_every, /*driver_api=*/false);
+      result.us_empty_launch_driver =
+          empty_launch_host_us(native, result.calls, result.sync_every, /*driver_api=*/true);
+    }
+#endif
   } catch (const Failure& e) {
     result.error = e.what();
   }

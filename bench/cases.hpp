@@ -36,9 +36,11 @@ struct HostCostResult {
   int64_t calls = 0;
   int64_t elements = 0;
   int sync_every = 0;
-  double us_per_call = 0;         // host time inside the calls (drains excluded): the host cost
+  double us_per_call = 0;          // host time inside the calls (drains excluded): the host cost
   double us_per_call_drained = 0;  // wall time including the drains: bounded by the GPU as well
-  std::string error;  // empty on success
+  double us_empty_launch = -1;     // CUDA: the same measurement of an empty kernel's launch
+  double us_empty_launch_driver = -1;  // ... launched with the driver's cuLaunchKernel
+  std::string error;                   // empty on success
 };
 
 class CaseRunner {
