@@ -64,7 +64,11 @@ KF_FROZEN(fused_layer_norm_activation, 384);
 KF_FROZEN(fused_rms_norm_activation, 392);
 KF_FROZEN(fused_softmax, 400);
 KF_FROZEN(log_softmax, 408);
-static_assert(sizeof(kf_api_t) == 416, "kf_api_t version 1 has 50 functions");
+KF_FROZEN(fused_batch_norm_activation, 416);
+KF_FROZEN(reduce, 424);
+KF_FROZEN(reduce_sum_squared, 432);
+KF_FROZEN(reduce_mean_abs, 440);
+static_assert(sizeof(kf_api_t) == 448, "kf_api_t version 1 has 54 functions");
 #undef KF_FROZEN
 
 const kf_api_t kApiV1 = {
@@ -121,6 +125,10 @@ const kf_api_t kApiV1 = {
     &kf_fused_rms_norm_activation,
     &kf_fused_softmax,
     &kf_log_softmax,
+    &kf_fused_batch_norm_activation,
+    &kf_reduce,
+    &kf_reduce_sum_squared,
+    &kf_reduce_mean_abs,
 };
 
 }  // namespace

@@ -2,6 +2,8 @@
 // foreign and wrong-kind handles are rejected safely.
 #include "core/runtime/handle.hpp"
 
+#include <atomic>
+#include <cstdint>
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
@@ -12,7 +14,38 @@ namespace {
 struct Registry {
   std::shared_mutex mutex;
   std::unordered_map<const void*, HandleKind> live;
+  // Bumped (under the lock) whenever a handle is unregistered. While it stays the same, a handle
+  // once seen live is still live, which lets each thread skip the lock for handles it has just
+  // checked (an op call checks four or five).
+  std::atomic<uint64_t> removals{0};
 };
+
+// Handles this thread found live, valid while the registry's removal count equals `removals`.
+struct RecentlyChecked {
+  static constexpr int kSlots = 8;
+  uint64_t removals = ~uint64_t{0};
+  const void* handle[kSlots] = {};
+  HandleKind kind[kSlots] = {};
+  int next = 0;
+
+  bool contains(const void* h, HandleKind k, uint64_t now) const {
+    if (now != removals) return false;
+    for (int i = 0; i < kSlots; ++i)
+      if (handle[i] == h && kind[i] == k) return true;
+    return false;
+  }
+  void remember(const void* h, HandleKind k, uint64_t now) {
+    if (now != removals) {
+      for (const void*& slot : handle) slot = nullptr;
+      removals = now;
+    }
+    handle[next] = h;
+    kind[next] = k;
+    next = (next + 1) % kSlots;
+  }
+};
+
+thread_local RecentlyChecked recently_checked;
 
 // Leaked on purpose: handles may be destroyed from static destructors after this unit's own.
 Registry& registry() {
@@ -42,6 +75,7 @@ void unregister_handle(const void* handle) noexcept {
   Registry& r = registry();
   std::unique_lock<std::shared_mutex> lock(r.mutex);
   r.live.erase(handle);
+  r.removals.fetch_add(1, std::memory_order_release);
 }
 
 bool is_live_handle(const void* handle, HandleKind kind) noexcept {
@@ -56,6 +90,8 @@ void check_handle(const void* handle, HandleKind kind, const char* param_name) {
   if (handle == nullptr)
     fail(KF_ERROR_INVALID_HANDLE, "%s is NULL; expected a %s", param_name, handle_kind_name(kind));
   Registry& r = registry();
+  const uint64_t removals = r.removals.load(std::memory_order_acquire);
+  if (recently_checked.contains(handle, kind, removals)) return;
   std::shared_lock<std::shared_mutex> lock(r.mutex);
   auto it = r.live.find(handle);
   if (it == r.live.end()) {
@@ -70,6 +106,8 @@ void check_handle(const void* handle, HandleKind kind, const char* param_name) {
     fail(KF_ERROR_INVALID_HANDLE, "%s (%p) is a %s, not a %s", param_name, handle,
          handle_kind_name(actual), handle_kind_name(kind));
   }
+  // The count read before the lookup: a removal since then makes this entry stale at once.
+  recently_checked.remember(handle, kind, removals);
 }
 
 }  // namespace kf

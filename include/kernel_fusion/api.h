@@ -122,6 +122,16 @@ typedef struct kf_api_t {
                                double, int32_t, kf_stream_t*); /**< kf_fused_softmax(). */
   kf_result_t (*log_softmax)(kf_context_t*, const kf_tensor_t*, const kf_tensor_t*, kf_tensor_t*,
                              double, int32_t, kf_stream_t*); /**< kf_log_softmax(). */
+  kf_result_t (*fused_batch_norm_activation)(
+      kf_context_t*, const kf_tensor_t*, const kf_tensor_t*, const kf_tensor_t*, kf_tensor_t*,
+      kf_tensor_t*, kf_tensor_t*, int32_t, double, double, kf_activation_t, kf_layout_t,
+      kf_stream_t*); /**< kf_fused_batch_norm_activation(). */
+  kf_result_t (*reduce)(kf_context_t*, const kf_tensor_t*, kf_tensor_t*, kf_reduce_op_t,
+                        const int32_t*, int32_t, int32_t, kf_stream_t*); /**< kf_reduce(). */
+  kf_result_t (*reduce_sum_squared)(kf_context_t*, const kf_tensor_t*, kf_tensor_t*, int32_t,
+                                    int32_t, kf_stream_t*); /**< kf_reduce_sum_squared(). */
+  kf_result_t (*reduce_mean_abs)(kf_context_t*, const kf_tensor_t*, kf_tensor_t*, int32_t, int32_t,
+                                 kf_stream_t*); /**< kf_reduce_mean_abs(). */
 } kf_api_t;
 
 /**

@@ -245,6 +245,123 @@ KF_API kf_result_t kf_fused_softmax(kf_context_t* ctx, const kf_tensor_t* x,
 KF_API kf_result_t kf_log_softmax(kf_context_t* ctx, const kf_tensor_t* x, const kf_tensor_t* mask,
                                   kf_tensor_t* out, double scale, int32_t causal, kf_stream_t* s);
 
+/* ---- batch norm ------------------------------------------------------------------------------ */
+
+/**
+ * @brief Batch normalisation over every dim but the channel, then an activation (PyTorch's
+ *        batch_norm semantics).
+ *
+ * x is [N, C, *spatial] (#KF_LAYOUT_NCHW) or [N, *spatial, C] (#KF_LAYOUT_NHWC), rank >= 2 (zero
+ * or more spatial dims). Per channel c, over its n = N * prod(spatial) elements:
+ * - inference (@p training == 0): out = act((x - running_mean[c]) / sqrt(running_var[c] + eps)
+ *   * weight[c] + bias[c]); the running statistics are only read.
+ * - training: mean and biased variance var = sum((x - mean)^2) / n of the batch normalise x, and
+ *   the running statistics are updated in place: running_mean = (1 - momentum) * running_mean +
+ *   momentum * mean, running_var = (1 - momentum) * running_var + momentum * var * n / (n - 1)
+ *   (the unbiased variance). n must be at least 2 (as in PyTorch: one value per channel has no
+ *   variance). The statistics are shifted sums, accurate for data whose mean dwarfs its spread.
+ *
+ * The per-channel tensors (weight, bias, running_mean, running_var) are 1-D [C] in the compute
+ * type: f32 for f32, f16 and bf16 data, f64 for f64 data. Accumulation is in the same type. Any
+ * tensor may be strided; @p out may be @p x itself (in place). On CUDA the call is asynchronous
+ * and allocates nothing; training runs one block per channel (or per 32 channels for channels-
+ * last data), which reads x twice.
+ *
+ * @param ctx Context owning all tensors.
+ * @param x Input, any floating dtype (f32, f16, bf16, f64), rank >= 2.
+ * @param weight Scale per channel, [C] in the compute type; NULL for 1.
+ * @param bias Shift per channel, [C] in the compute type; NULL for 0.
+ * @param running_mean Running mean per channel, [C] in the compute type. Read in inference
+ *        (required); updated in training, where it must be writable, or NULL together with
+ *        @p running_var to use batch statistics without tracking them.
+ * @param running_var Running variance per channel, like @p running_mean.
+ * @param out Result, x's shape and dtype.
+ * @param training Nonzero to normalise with batch statistics and update the running ones.
+ * @param momentum Weight of the batch statistics in the running update, in [0, 1].
+ * @param eps Added to the variance; positive and finite.
+ * @param act Activation applied last.
+ * @param layout Where the channel dim is.
+ * @param s Stream, or NULL for the context's default stream.
+ * @retval KF_ERROR_INVALID_HANDLE a handle is not live.
+ * @retval KF_ERROR_DEVICE_MISMATCH a tensor or the stream belongs to another context.
+ * @retval KF_ERROR_SHAPE_MISMATCH x has rank < 2; a per-channel tensor is not [C]; @p out differs
+ *         from x's shape.
+ * @retval KF_ERROR_DTYPE_MISMATCH x is not floating point, out has another dtype, or a
+ *         per-channel tensor is not in the compute type.
+ * @retval KF_ERROR_INVALID_ARGUMENT @p eps is not positive and finite; @p momentum is outside
+ *         [0, 1]; @p act or @p layout is unknown; a running statistic is NULL in inference, or
+ *         only one is NULL in training; training with fewer than 2 values per channel; a written
+ *         tensor (out, or the running statistics in training) is read-only, overlaps another
+ *         operand (out may be x exactly), writes one element twice, or a tensor is misaligned.
+ */
+KF_API kf_result_t kf_fused_batch_norm_activation(
+    kf_context_t* ctx, const kf_tensor_t* x, const kf_tensor_t* weight, const kf_tensor_t* bias,
+    kf_tensor_t* running_mean, kf_tensor_t* running_var, kf_tensor_t* out, int32_t training,
+    double momentum, double eps, kf_activation_t act, kf_layout_t layout, kf_stream_t* s);
+
+/* ---- reductions ---------------------------------------------------------------------------- */
+
+/**
+ * @brief Reduces x over a set of axes: out = op(x) over @p axes, every other axis kept.
+ *
+ * Axes may be given in any order; a negative axis counts from the end (-1 is the last).
+ * @p n_axes = 0 reduces every axis (@p axes is then ignored and may be NULL). With @p keepdim
+ * nonzero the reduced axes stay in out's shape with extent 1; otherwise they are removed (a full
+ * reduction without keepdim gives a 0-d tensor). Accumulation is in f32 (f64 for f64 data) with
+ * blocked summation, and the result is rounded once to out's dtype. Results are deterministic: the
+ * same call on the same device gives the same bits every time. Empty reductions follow
+ * #kf_reduce_op_t (0 for sums, NaN for means, max/min refused). x may be strided; out may be
+ * strided but must not overlap x.
+ *
+ * @param ctx Context owning both tensors.
+ * @param x Input, any floating dtype (f32, f16, bf16, f64).
+ * @param out Result, x's dtype, of the reduced shape (see @p keepdim).
+ * @param op The reduction.
+ * @param axes @p n_axes distinct axes of x, each in [-ndim, ndim); NULL only when @p n_axes is 0.
+ * @param n_axes Number of entries of @p axes; 0 for every axis.
+ * @param keepdim Nonzero to keep reduced axes as extent 1.
+ * @param s Stream, or NULL for the context's default stream.
+ * @retval KF_ERROR_INVALID_HANDLE a handle is not live.
+ * @retval KF_ERROR_DEVICE_MISMATCH a tensor or the stream belongs to another context.
+ * @retval KF_ERROR_SHAPE_MISMATCH out's shape is not the reduced shape (the message names it).
+ * @retval KF_ERROR_DTYPE_MISMATCH x is not floating point, or out's dtype differs from x's.
+ * @retval KF_ERROR_INVALID_ARGUMENT unknown @p op; an axis out of range or repeated; @p axes NULL
+ *         with @p n_axes > 0, or @p n_axes negative; max or min over an empty axis; out overlapping
+ *         x, writing one element twice, misaligned or read-only.
+ */
+KF_API kf_result_t kf_reduce(kf_context_t* ctx, const kf_tensor_t* x, kf_tensor_t* out,
+                             kf_reduce_op_t op, const int32_t* axes, int32_t n_axes,
+                             int32_t keepdim, kf_stream_t* s);
+
+/**
+ * @brief Sum of squares over one axis: kf_reduce() with #KF_REDUCE_SUM_SQUARES and axes = {dim}.
+ *
+ * @param ctx Context owning both tensors.
+ * @param x Input, any floating dtype.
+ * @param out Result, x's dtype, of the reduced shape.
+ * @param dim The reduced axis, in [-ndim, ndim).
+ * @param keepdim Nonzero to keep the reduced axis as extent 1.
+ * @param s Stream, or NULL for the context's default stream.
+ * @return The same codes as kf_reduce().
+ */
+KF_API kf_result_t kf_reduce_sum_squared(kf_context_t* ctx, const kf_tensor_t* x, kf_tensor_t* out,
+                                         int32_t dim, int32_t keepdim, kf_stream_t* s);
+
+/**
+ * @brief Mean of absolute values over one axis: kf_reduce() with #KF_REDUCE_MEAN_ABS and
+ *        axes = {dim}.
+ *
+ * @param ctx Context owning both tensors.
+ * @param x Input, any floating dtype.
+ * @param out Result, x's dtype, of the reduced shape.
+ * @param dim The reduced axis, in [-ndim, ndim).
+ * @param keepdim Nonzero to keep the reduced axis as extent 1.
+ * @param s Stream, or NULL for the context's default stream.
+ * @return The same codes as kf_reduce().
+ */
+KF_API kf_result_t kf_reduce_mean_abs(kf_context_t* ctx, const kf_tensor_t* x, kf_tensor_t* out,
+                                      int32_t dim, int32_t keepdim, kf_stream_t* s);
+
 #ifdef __cplusplus
 }
 #endif

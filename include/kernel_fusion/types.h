@@ -175,6 +175,36 @@ typedef struct kf_memory_stats_t {
  */
 typedef void (*kf_deleter_fn)(void* data, void* user_data);
 
+/**
+ * @brief Reduction applied by kf_reduce() to the elements of each output.
+ *
+ * Sums accumulate in f32 (f64 for f64 data). An empty reduction (a reduced extent of 0) gives 0
+ * for the sums and the L2 norm and NaN for the means (0/0, as NumPy); max and min of an empty set
+ * are refused. NaN inputs propagate through every reduction, max and min included.
+ */
+typedef enum kf_reduce_op_t {
+  KF_REDUCE_SUM = 0,         /**< sum(x). */
+  KF_REDUCE_MEAN = 1,        /**< sum(x) / n. */
+  KF_REDUCE_MAX = 2,         /**< max(x). */
+  KF_REDUCE_MIN = 3,         /**< min(x). */
+  KF_REDUCE_SUM_SQUARES = 4, /**< sum(x * x). */
+  KF_REDUCE_MEAN_ABS = 5,    /**< sum(|x|) / n. */
+  KF_REDUCE_L2_NORM = 6      /**< sqrt(sum(x * x)). */
+} kf_reduce_op_t;
+
+/**
+ * @brief Memory layout of an image-like tensor: where its channel dim is.
+ *
+ * For x of rank r >= 2 with N the batch dim: #KF_LAYOUT_NCHW is [N, C, *spatial] (the channel is
+ * dim 1), #KF_LAYOUT_NHWC is [N, *spatial, C] (the channel is the last dim). Any number of
+ * spatial dims (zero or more) is allowed. The layout names the dims' meaning, not their strides:
+ * either kind of tensor may be strided.
+ */
+typedef enum kf_layout_t {
+  KF_LAYOUT_NCHW = 0, /**< Channels first: [N, C, *spatial]. */
+  KF_LAYOUT_NHWC = 1  /**< Channels last: [N, *spatial, C]. */
+} kf_layout_t;
+
 #ifdef __cplusplus
 }
 #endif

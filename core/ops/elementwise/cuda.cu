@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "core/ops/elementwise/elementwise.hpp"
+#include "core/runtime/cuda/launch.hpp"
 #include "core/runtime/error.hpp"
 
 namespace kf::elementwise {
@@ -258,15 +259,20 @@ int resident_blocks(Kernel kernel, int threads, int minimum) {
   return blocks;
 }
 
+// Where a launch goes: the (current) device, its SM count and the stream.
+struct Target {
+  int device;
+  int sms;
+  cudaStream_t stream;
+};
+
 uint32_t grid_size(int64_t work_items, int64_t items_per_block, int sms, int blocks_per_sm) {
   const int64_t wanted = std::max<int64_t>(1, (work_items + items_per_block - 1) / items_per_block);
   return static_cast<uint32_t>(std::min<int64_t>(wanted, int64_t{sms} * blocks_per_sm));
 }
 
-void check_launch() { check_cuda(cudaGetLastError(), "elementwise kernel launch"); }
-
 template <class S, class Op, class Act, BMode Mode>
-void launch_dense(const Plan& p, int sms, cudaStream_t stream) {
+void launch_dense(const Plan& p, const Target& t) {
   using Policy = DensePolicy<S, Mode>;
   constexpr int kWidth = Policy::width;
   auto kernel = dense_kernel<Policy, S, Op, Act, Mode>;
@@ -292,15 +298,16 @@ void launch_dense(const Plan& p, int sms, cudaStream_t stream) {
     args.tail = static_cast<uint32_t>(n - head - int64_t{args.vectors} * kWidth);
     if (Mode == BMode::bias)
       args.row_vectors = FastDivmod32(static_cast<uint32_t>(p.row_length / kWidth));
-    const uint32_t grid = grid_size(std::max<int64_t>(args.vectors, 1),
-                                    int64_t{Policy::threads} * Policy::unroll, sms, blocks_per_sm);
-    kernel<<<grid, Policy::threads, 0, stream>>>(args);
-    check_launch();
+    const uint32_t grid =
+        grid_size(std::max<int64_t>(args.vectors, 1), int64_t{Policy::threads} * Policy::unroll,
+                  t.sms, blocks_per_sm);
+    cuda::launch(kernel, t.device, grid, Policy::threads, t.stream, "elementwise kernel launch",
+                 args);
   }
 }
 
 template <class S, class Op, class Index>
-void launch_strided(const Plan& p, int sms, cudaStream_t stream) {
+void launch_strided(const Plan& p, const Target& t) {
   using Policy = StridedPolicy;
   auto kernel = strided_kernel<Policy, S, Op, Index>;
   const int blocks_per_sm = resident_blocks(kernel, Policy::threads, Policy::min_blocks_per_sm);
@@ -316,10 +323,10 @@ void launch_strided(const Plan& p, int sms, cudaStream_t stream) {
     args.out_strides[d] = static_cast<Index>(p.out_strides[from]);
   }
   const uint32_t grid =
-      grid_size(p.count, int64_t{Policy::threads} * Policy::unroll, sms, blocks_per_sm);
-  kernel<<<grid, Policy::threads, 0, stream>>>(
-      static_cast<const S*>(p.a), static_cast<const S*>(p.b), static_cast<S*>(p.out), args);
-  check_launch();
+      grid_size(p.count, int64_t{Policy::threads} * Policy::unroll, t.sms, blocks_per_sm);
+  cuda::launch(kernel, t.device, grid, Policy::threads, t.stream, "elementwise kernel launch",
+               static_cast<const S*>(p.a), static_cast<const S*>(p.b), static_cast<S*>(p.out),
+               args);
 }
 
 bool aligned_alike(const void* x, const void* y) {
@@ -328,48 +335,46 @@ bool aligned_alike(const void* x, const void* y) {
 bool aligned(const void* x) { return reinterpret_cast<uintptr_t>(x) % 16 == 0; }
 
 template <class S, class Op>
-void run_strided(const Plan& p, int sms, cudaStream_t stream) {
+void run_strided(const Plan& p, const Target& t) {
   constexpr int64_t k32 = int64_t{1} << 31;
   if (p.count < k32 && p.a_extent < k32 && p.b_extent < k32 && p.out_extent < k32)
-    launch_strided<S, Op, uint32_t>(p, sms, stream);
+    launch_strided<S, Op, uint32_t>(p, t);
   else
-    launch_strided<S, Op, int64_t>(p, sms, stream);
+    launch_strided<S, Op, int64_t>(p, t);
 }
 
 template <class S, class Op, class Act>
-void run_typed(const Plan& p, int sms, cudaStream_t stream) {
+void run_typed(const Plan& p, const Target& t) {
   constexpr int kWidth = DensePolicy<S, BMode::bias>::width;
   switch (p.layout) {
     case Layout::contiguous:
       if (aligned_alike(p.a, p.out) && aligned_alike(p.b, p.out))
-        return launch_dense<S, Op, Act, BMode::dense>(p, sms, stream);
+        return launch_dense<S, Op, Act, BMode::dense>(p, t);
       break;
     case Layout::scalar:
-      if (aligned_alike(p.a, p.out)) return launch_dense<S, Op, Act, BMode::scalar>(p, sms, stream);
+      if (aligned_alike(p.a, p.out)) return launch_dense<S, Op, Act, BMode::scalar>(p, t);
       break;
     case Layout::bias:
       if (p.row_length % kWidth == 0 && p.row_length <= kMaxDenseLaunch && aligned(p.a) &&
           aligned(p.b) && aligned(p.out))
-        return launch_dense<S, Op, Act, BMode::bias>(p, sms, stream);
+        return launch_dense<S, Op, Act, BMode::bias>(p, t);
       break;
     case Layout::strided: break;
   }
-  run_strided<S, Op>(p, sms, stream);
+  run_strided<S, Op>(p, t);
 }
 
 }  // namespace
 
 // The entry has made device_id current (kf::activate).
 void run_cuda(const Plan& plan, int32_t device_id, void* native_stream) {
-  const int sms = sm_count(device_id);
-  cudaStream_t stream = static_cast<cudaStream_t>(native_stream);
+  const Target t{device_id, sm_count(device_id), static_cast<cudaStream_t>(native_stream)};
   dispatch_dtype(plan.dtype, [&](auto storage) {
     using S = decltype(storage);
     dispatch_op(plan.op, [&](auto op) {
       using Op = decltype(op);
-      if (plan.layout == Layout::strided) return run_strided<S, Op>(plan, sms, stream);
-      dispatch_activation(plan.act,
-                          [&](auto act) { run_typed<S, Op, decltype(act)>(plan, sms, stream); });
+      if (plan.layout == Layout::strided) return run_strided<S, Op>(plan, t);
+      dispatch_activation(plan.act, [&](auto act) { run_typed<S, Op, decltype(act)>(plan, t); });
     });
   });
 }

@@ -1,0 +1,357 @@
+// CUDA backend of the reductions. Three kernels, one per plan layout:
+//  - rows (reduce-last): a warp per row for rows shorter than RowsPolicy::block_row_min, else a
+//    block per row; 16-byte vector loads when rows allow them, `unroll` vectors in flight;
+//  - columns (reduce-non-last): a block owns a tile of tile_x * V adjacent columns of one outer
+//    index and the whole reduced range; its threads split the reduced rows (threadIdx.y), each
+//    loading 16 bytes (V columns) of `unroll` rows before using any, and the partial columns are
+//    combined through shared memory in a fixed tree. Consecutive threads read consecutive 16-byte
+//    pieces of a row, so every load is coalesced; no scratch memory, no atomics;
+//  - strided (anything else): a warp per output, each lane decomposing its reduced indices.
+// Every result is combined in an order fixed by the launch shape, which depends only on the plan
+// and the device, so results are deterministic. Accumulators fold into totals every few elements
+// (blocked summation) to keep f32 sums of millions of elements accurate.
+// Known limit: the reduction of one output is never split over several blocks, so a single output
+// over a huge extent (a full reduction) runs on one SM.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+
+#include "core/ops/reduce/reduce.hpp"
+#include "core/runtime/error.hpp"
+
+namespace kf::reduce {
+namespace {
+
+// ---- tuning (kept apart from the math) -------------------------------------------------------
+
+struct RowsPolicy {
+  static constexpr int threads = 256;
+  static constexpr int unroll = 4;                // vectors in flight per thread
+  static constexpr int64_t block_row_min = 4096;  // rows this long get a whole block
+  static constexpr int waves = 8;                 // grid cap, in blocks per SM
+};
+
+struct ColumnsPolicy {
+  static constexpr int threads = 256;
+  // Rows in flight per thread: 8 x 16 bytes for f32; 4 for f16/bf16 (8 wide accumulators) and
+  // f64, which otherwise run out of registers and spill.
+  template <class S>
+  static constexpr int unroll() {
+    return sizeof(S) == 4 ? 8 : 4;
+  }
+  static constexpr int max_tile_x = 32;    // threads across a tile's columns
+  static constexpr int min_tile_x = 8;     // below this a warp's row segments get too short
+  static constexpr int blocks_per_sm = 2;  // aim for at least this many blocks per SM
+};
+
+struct StridedPolicy {
+  static constexpr int threads = 256;
+  static constexpr int fold = 32 * 64;  // elements per warp between folds into the total
+  static constexpr int waves = 8;
+};
+
+// ---- device helpers ---------------------------------------------------------------------------
+
+template <class S, int V>
+struct alignas(sizeof(S) * V) Pack {
+  S v[V];
+};
+
+// V elements from p (16-byte aligned when V * sizeof(S) == 16).
+template <class S, int V>
+__device__ __forceinline__ Pack<S, V> load_pack(const S* p) {
+  Pack<S, V> r;
+  if constexpr (sizeof(S) * V == 16) {
+    *reinterpret_cast<uint4*>(&r) = __ldg(reinterpret_cast<const uint4*>(p));
+  } else {
+#pragma unroll
+    for (int e = 0; e < V; ++e) r.v[e] = p[e];
+  }
+  return r;
+}
+
+template <class R, class S>
+__device__ __forceinline__ math::compute_t<S> mapped(S v) {
+  return R::map(math::StorageTraits<S>::to_compute(v));
+}
+
+// Combines v over the warp in a fixed butterfly; every lane gets the result.
+template <class R, class T>
+__device__ __forceinline__ T warp_combine(T v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = R::combine(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+template <class R, class S>
+__device__ __forceinline__ S finished(math::compute_t<S> acc, math::compute_t<S> n) {
+  return math::StorageTraits<S>::from_compute(R::finish(acc, n));
+}
+
+// ---- rows: reduce-last ------------------------------------------------------------------------
+
+template <class S>
+struct RowsArgs {
+  const S* x;
+  S* out;
+  int64_t rows, length, row_stride, out_stride;
+};
+
+// Group threads reduce one row (32: a warp per row; RowsPolicy::threads: the block).
+template <class R, class S, int V, int Group>
+__global__ void __launch_bounds__(RowsPolicy::threads) rows_kernel(RowsArgs<S> a) {
+  using T = math::compute_t<S>;
+  constexpr int kUnroll = RowsPolicy::unroll;
+  constexpr int kRowsPerBlock = RowsPolicy::threads / Group;
+  constexpr int64_t kStep = int64_t{Group} * V;
+  __shared__ T scratch[RowsPolicy::threads / 32];
+  const int lane = threadIdx.x % Group;
+  const T n = static_cast<T>(a.length);
+  for (int64_t row = int64_t{blockIdx.x} * kRowsPerBlock + threadIdx.x / Group; row < a.rows;
+       row += int64_t{gridDim.x} * kRowsPerBlock) {
+    const S* x = a.x + row * a.row_stride;
+    T total = R::template identity<T>();
+    for (int64_t base = int64_t{lane} * V; base < a.length; base += kStep * kUnroll) {
+      Pack<S, V> p[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+        if (base + u * kStep < a.length) p[u] = load_pack<S, V>(x + base + u * kStep);
+      T part = R::template identity<T>();
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+        if (base + u * kStep < a.length) {
+#pragma unroll
+          for (int e = 0; e < V; ++e) part = R::combine(part, mapped<R>(p[u].v[e]));
+        }
+      total = R::combine(total, part);
+    }
+    total = warp_combine<R>(total);
+    if constexpr (Group > 32) {
+      const int warp = threadIdx.x / 32;
+      if (threadIdx.x % 32 == 0) scratch[warp] = total;
+      __syncthreads();
+      if (warp == 0) {
+        T v = threadIdx.x < Group / 32 ? scratch[threadIdx.x] : R::template identity<T>();
+        v = warp_combine<R>(v);
+        if (threadIdx.x == 0) a.out[row * a.out_stride] = finished<R, S>(v, n);
+      }
+      __syncthreads();  // scratch is reused by the next row
+    } else {
+      if (lane == 0) a.out[row * a.out_stride] = finished<R, S>(total, n);
+    }
+  }
+}
+
+// ---- columns: reduce-non-last -----------------------------------------------------------------
+
+template <class S>
+struct ColumnsArgs {
+  const S* x;
+  S* out;
+  int64_t outer, reduced, inner, row_stride, outer_stride, out_stride, out_outer;
+};
+
+// Block (tile_x, tile_y): tile_x * V columns, tile_y threads over the reduced rows (powers of 2).
+template <class R, class S, int V>
+__global__ void __launch_bounds__(ColumnsPolicy::threads) columns_kernel(ColumnsArgs<S> a) {
+  using T = math::compute_t<S>;
+  constexpr int kUnroll = ColumnsPolicy::unroll<S>();
+  __shared__ T tile[ColumnsPolicy::threads * V];  // [threadIdx.y][threadIdx.x * V + e]
+  const int tile_x = blockDim.x, tile_y = blockDim.y;
+  const int width = tile_x * V;
+  const int slot = threadIdx.x * V;
+  const int64_t col = (int64_t{blockIdx.x} * tile_x + threadIdx.x) * V;
+  const bool active = col < a.inner;  // V > 1 only when inner % V == 0: whole packs
+  const int64_t step = int64_t{tile_y} * kUnroll;
+  const T n = static_cast<T>(a.reduced);
+  for (int64_t o = blockIdx.y; o < a.outer; o += gridDim.y) {
+    const S* x = a.x + o * a.outer_stride + col;
+    T total[V];
+#pragma unroll
+    for (int e = 0; e < V; ++e) total[e] = R::template identity<T>();
+    if (active) {
+      for (int64_t r0 = threadIdx.y; r0 < a.reduced; r0 += step) {
+        Pack<S, V> p[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          // Rows past the end re-read row r0 (cached, then ignored): unconditional loads keep
+          // every pack in registers.
+          const int64_t r = r0 + int64_t{u} * tile_y;
+          p[u] = load_pack<S, V>(x + (r < a.reduced ? r : r0) * a.row_stride);
+        }
+        T part[V];
+#pragma unroll
+        for (int e = 0; e < V; ++e) part[e] = R::template identity<T>();
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          if (r0 + int64_t{u} * tile_y < a.reduced) {
+#pragma unroll
+            for (int e = 0; e < V; ++e) part[e] = R::combine(part[e], mapped<R>(p[u].v[e]));
+          }
+        }
+#pragma unroll
+        for (int e = 0; e < V; ++e) total[e] = R::combine(total[e], part[e]);
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < V; ++e) tile[threadIdx.y * width + slot + e] = total[e];
+    __syncthreads();
+    for (int half = tile_y / 2; half > 0; half /= 2) {
+      if (threadIdx.y < half) {
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+          T& mine = tile[threadIdx.y * width + slot + e];
+          mine = R::combine(mine, tile[(threadIdx.y + half) * width + slot + e]);
+        }
+      }
+      __syncthreads();
+    }
+    if (threadIdx.y == 0 && active) {
+      S* out = a.out + o * a.out_outer;
+#pragma unroll
+      for (int e = 0; e < V; ++e) out[(col + e) * a.out_stride] = finished<R, S>(tile[slot + e], n);
+    }
+    __syncthreads();  // the tile is reused by the next outer index
+  }
+}
+
+// ---- strided: anything else -------------------------------------------------------------------
+
+template <class R, class S>
+__global__ void __launch_bounds__(StridedPolicy::threads)
+    strided_kernel(const __grid_constant__ Plan p) {
+  using T = math::compute_t<S>;
+  constexpr int kWarps = StridedPolicy::threads / 32;
+  const int lane = threadIdx.x % 32;
+  const T n = static_cast<T>(p.reduced);
+  for (int64_t o = int64_t{blockIdx.x} * kWarps + threadIdx.x / 32; o < p.outputs;
+       o += int64_t{gridDim.x} * kWarps) {
+    int64_t xo, oo;
+    output_offsets(p, o, &xo, &oo);
+    const S* x = static_cast<const S*>(p.x) + xo;
+    T total = R::template identity<T>();
+    for (int64_t base = 0; base < p.reduced; base += StridedPolicy::fold) {
+      const int64_t end =
+          p.reduced < base + StridedPolicy::fold ? p.reduced : base + StridedPolicy::fold;
+      T part = R::template identity<T>();
+      for (int64_t r = base + lane; r < end; r += 32)
+        part = R::combine(part, mapped<R>(x[reduced_offset(p, r)]));
+      total = R::combine(total, part);
+    }
+    total = warp_combine<R>(total);
+    if (lane == 0) static_cast<S*>(p.out)[oo] = finished<R, S>(total, n);
+  }
+}
+
+// ---- host side --------------------------------------------------------------------------------
+
+void check_cuda(cudaError_t e, const char* what) {
+  if (e != cudaSuccess)
+    fail(KF_ERROR_CUDA, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+void check_launch() { check_cuda(cudaGetLastError(), "reduction kernel launch"); }
+
+// SM count of a device, queried once.
+int sm_count(int32_t device) {
+  constexpr int kCached = 64;
+  static std::atomic<int> cache[kCached];
+  if (device >= 0 && device < kCached) {
+    if (int n = cache[device].load(std::memory_order_relaxed)) return n;
+  }
+  int n = 0;
+  check_cuda(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device),
+             "cudaDeviceGetAttribute");
+  if (device >= 0 && device < kCached) cache[device].store(n, std::memory_order_relaxed);
+  return n;
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+template <class R, class S, int V>
+void launch_rows(const Plan& p, int sms, cudaStream_t stream) {
+  RowsArgs<S> a{static_cast<const S*>(p.x),
+                static_cast<S*>(p.out),
+                p.outputs,
+                p.reduced,
+                p.row_stride,
+                p.out_stride};
+  const int64_t cap = int64_t{sms} * RowsPolicy::waves;
+  if (p.reduced >= RowsPolicy::block_row_min) {
+    const int64_t grid = std::min(p.outputs, cap);
+    rows_kernel<R, S, V, RowsPolicy::threads>
+        <<<static_cast<unsigned>(grid), RowsPolicy::threads, 0, stream>>>(a);
+  } else {
+    const int64_t grid = std::min(ceil_div(p.outputs, RowsPolicy::threads / 32), cap);
+    rows_kernel<R, S, V, 32><<<static_cast<unsigned>(grid), RowsPolicy::threads, 0, stream>>>(a);
+  }
+  check_launch();
+}
+
+template <class R, class S, int V>
+void launch_columns(const Plan& p, int sms, cudaStream_t stream) {
+  ColumnsArgs<S> a{static_cast<const S*>(p.x),
+                   static_cast<S*>(p.out),
+                   p.outer,
+                   p.reduced,
+                   p.inner,
+                   p.row_stride,
+                   p.outer_stride,
+                   p.out_stride,
+                   p.out_outer};
+  const int64_t grid_y = std::min<int64_t>(p.outer, 65535);
+  int tile_x = ColumnsPolicy::max_tile_x;
+  while (tile_x > 1 && int64_t{tile_x / 2} * V >= p.inner) tile_x /= 2;  // no idle columns
+  while (tile_x > ColumnsPolicy::min_tile_x && ceil_div(p.inner, int64_t{tile_x} * V) * grid_y <
+                                                   int64_t{sms} * ColumnsPolicy::blocks_per_sm)
+    tile_x /= 2;  // more, narrower tiles, so that every SM has work
+  int tile_y = ColumnsPolicy::threads / tile_x;
+  while (tile_y > 1 && tile_y / 2 >= p.reduced) tile_y /= 2;  // no idle rows
+  const int64_t grid_x = ceil_div(p.inner, int64_t{tile_x} * V);
+  columns_kernel<R, S, V><<<dim3(static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y)),
+                            dim3(tile_x, tile_y), 0, stream>>>(a);
+  check_launch();
+}
+
+template <class R, class S>
+void launch_strided(const Plan& p, int sms, cudaStream_t stream) {
+  constexpr int kWarps = StridedPolicy::threads / 32;
+  const int64_t grid = std::min(ceil_div(p.outputs, kWarps), int64_t{sms} * StridedPolicy::waves);
+  strided_kernel<R, S><<<static_cast<unsigned>(grid), StridedPolicy::threads, 0, stream>>>(p);
+  check_launch();
+}
+
+template <class R, class S>
+void run_typed(const Plan& p, int sms, cudaStream_t stream) {
+  constexpr int kWidth = static_cast<int>(16 / sizeof(S));
+  switch (p.layout) {
+    case Layout::rows:
+      if (p.reduced % kWidth == 0 && p.row_stride % kWidth == 0 && aligned16(p.x))
+        return launch_rows<R, S, kWidth>(p, sms, stream);
+      return launch_rows<R, S, 1>(p, sms, stream);
+    case Layout::columns:
+      if (p.inner % kWidth == 0 && p.row_stride % kWidth == 0 && p.outer_stride % kWidth == 0 &&
+          aligned16(p.x))
+        return launch_columns<R, S, kWidth>(p, sms, stream);
+      return launch_columns<R, S, 1>(p, sms, stream);
+    case Layout::strided: return launch_strided<R, S>(p, sms, stream);
+  }
+}
+
+}  // namespace
+
+// The entry has made device_id current (kf::activate).
+void run_cuda(const Plan& plan, int32_t device_id, void* native_stream) {
+  const int sms = sm_count(device_id);
+  cudaStream_t stream = static_cast<cudaStream_t>(native_stream);
+  dispatch_dtype(plan.dtype, [&](auto storage) {
+    math::reduction::dispatch(
+        plan.op, [&](auto op) { run_typed<decltype(op), decltype(storage)>(plan, sms, stream); });
+  });
+}
+
+}  // namespace kf::reduce

@@ -1,0 +1,86 @@
+#if KF_WITH_CUDA
+
+#include "core/runtime/cuda/launch.hpp"
+
+#include <cuda.h>
+
+#include <mutex>
+#include <unordered_map>
+
+#include "core/runtime/cuda/cuda_check.hpp"
+
+namespace kf {
+namespace cuda {
+namespace {
+
+using LaunchFn = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              unsigned, unsigned, CUstream, void**, void**);
+using ErrorNameFn = CUresult (*)(CUresult, const char**);
+
+struct DriverEntryPoints {
+  LaunchFn launch = nullptr;
+  ErrorNameFn error_name = nullptr;
+};
+
+const DriverEntryPoints& driver() {
+  static const DriverEntryPoints entry = [] {
+    DriverEntryPoints e;
+    cudaDriverEntryPointQueryResult found{};
+    check(cudaGetDriverEntryPointByVersion("cuLaunchKernel", reinterpret_cast<void**>(&e.launch),
+                                           12000, cudaEnableDefault, &found),
+          "finding the driver's cuLaunchKernel");
+    if (found != cudaDriverEntryPointSuccess || e.launch == nullptr)
+      fail(KF_ERROR_CUDA, "the CUDA driver does not provide cuLaunchKernel");
+    if (cudaGetDriverEntryPointByVersion("cuGetErrorName", reinterpret_cast<void**>(&e.error_name),
+                                         12000, cudaEnableDefault, &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess)
+      e.error_name = nullptr;  // messages then carry the number only
+    return e;
+  }();
+  return entry;
+}
+
+// cudaFunction_t of a kernel on `device` (the current one), cached per thread: no lock on the
+// hot path.
+cudaFunction_t function_of(const void* kernel, int device) {
+  struct Key {
+    const void* kernel;
+    int device;
+    bool operator==(const Key& o) const { return kernel == o.kernel && device == o.device; }
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const {
+      return std::hash<const void*>()(k.kernel) ^ (static_cast<size_t>(k.device) << 1);
+    }
+  };
+  thread_local std::unordered_map<Key, cudaFunction_t, KeyHash> cache;
+  const Key key{kernel, device};
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  cudaFunction_t f = nullptr;
+  check(cudaGetFuncBySymbol(&f, kernel), "looking up a kernel (cudaGetFuncBySymbol)");
+  cache.emplace(key, f);
+  return f;
+}
+
+}  // namespace
+
+void launch_kernel(const void* kernel, int device, dim3 grid, dim3 block, size_t shared_bytes,
+                   cudaStream_t stream, void** params, const char* what) {
+  const DriverEntryPoints& d = driver();
+  const CUresult r =
+      d.launch(reinterpret_cast<CUfunction>(function_of(kernel, device)), grid.x, grid.y, grid.z,
+               block.x, block.y, block.z, static_cast<unsigned>(shared_bytes),
+               reinterpret_cast<CUstream>(stream), params, nullptr);
+  if (r != CUDA_SUCCESS) {
+    const char* name = nullptr;
+    if (d.error_name == nullptr || d.error_name(r, &name) != CUDA_SUCCESS) name = nullptr;
+    fail(KF_ERROR_CUDA, "%s: cuLaunchKernel failed with %s (%d)", what,
+         name != nullptr ? name : "an unknown driver error", static_cast<int>(r));
+  }
+}
+
+}  // namespace cuda
+}  // namespace kf
+
+#endif  // KF_WITH_CUDA
