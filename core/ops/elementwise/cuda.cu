@@ -29,14 +29,22 @@ enum class BMode { dense, scalar, bias };
 // beat two or four vectors at half or quarter occupancy (same bytes in flight, more warps to hide
 // the activation's arithmetic). f64 activations need more than 32 registers, so f64 runs at half
 // occupancy rather than spill.
+//
+// The exception is a 16-bit bias row: it moves 4 bytes per element instead of 6, so it must
+// process 1.5x the elements per second, and under the 32-register cap GELU then lost a fifth of
+// its speed. Measured on H100 (2026-11-26, kf-bench, 32768x4096 + [4096]): min blocks/unroll
+// 8/1 gave GELU 83.3/83.6 % of copy (f16/bf16); 4/2 88.5/91.4; 1/4 (no cap, four vectors in
+// flight) 92.4/90.6, with ReLU 95.4/95.2 and SiLU 92.9/92.1. The same change on the dense 16-bit
+// layout cost SiLU 4 points, so it stays at 8/1.
 template <class S, BMode Mode>
 struct DensePolicy {
+  static constexpr bool half_bias = Mode == BMode::bias && sizeof(S) == 2;
   static constexpr int threads = 256;
   static constexpr int min_blocks_per_sm =
-      sizeof(S) == 8 ? 4 : 8;              // 8: 2048 threads/SM, <= 32 registers
-  static constexpr int vector_bytes = 16;  // one LDG.128 / STG.128 per access
+      half_bias ? 1 : (sizeof(S) == 8 ? 4 : 8);  // 8: 2048 threads/SM, <= 32 registers
+  static constexpr int vector_bytes = 16;        // one LDG.128 / STG.128 per access
   static constexpr int width = vector_bytes / static_cast<int>(sizeof(S));  // elements per vector
-  static constexpr int unroll = 1;  // vectors per operand per thread per iteration
+  static constexpr int unroll = half_bias ? 4 : 1;  // vectors per operand per thread per iteration
 };
 
 struct StridedPolicy {
