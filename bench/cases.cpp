@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "bench/handles.hpp"
+#include "bench/tensors.hpp"
 
 namespace kf_bench {
 namespace {
@@ -12,7 +13,6 @@ namespace {
 constexpr double kMiB = 1024.0 * 1024.0;
 constexpr int64_t kLargeHidden = 4096;
 constexpr size_t kSpotCheckSamples = 4096;
-constexpr double kSetBudgetBytes = 2.0 * 1024 * kMiB;
 
 using OpFunction = kf_result_t (*)(kf_context_t*, const kf_tensor_t*, const kf_tensor_t*,
                                    kf_tensor_t*, kf_activation_t, kf_stream_t*);
@@ -22,27 +22,6 @@ OpFunction op_function(Op op) {
 }
 
 double combine(Op op, double a, double b) { return op == Op::kAdd ? a + b : a * b; }
-
-int64_t element_count(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t extent : shape) n *= extent;
-  return n;
-}
-
-Tensor make_tensor(kf_context_t* ctx, kf_dtype_t dtype, const std::vector<int64_t>& shape) {
-  kf_tensor_desc_t desc{};
-  desc.ndim = static_cast<int32_t>(shape.size());
-  desc.dtype = dtype;
-  for (size_t i = 0; i < shape.size(); ++i) desc.shape[i] = shape[i];
-  Tensor t;
-  check(kf_tensor_create(ctx, &desc, t.out()), "kf_tensor_create");
-  return t;
-}
-
-void upload(kf_tensor_t* t, const std::vector<unsigned char>& packed, kf_stream_t* stream) {
-  check(kf_tensor_copy_from_host(t, packed.data(), packed.size(), stream),
-        "kf_tensor_copy_from_host");
-}
 
 // One set of buffers; the timed runs rotate through several when one set would fit in L2.
 struct BufferSet {
@@ -158,13 +137,7 @@ void CaseRunner::run_shape(kf_dtype_t dtype, const ShapeSpec& spec,
   // Enough buffer sets that one pass over them is at least 4x the cache, within a memory
   // budget (each set also holds the unfused temporary).
   const double set_bytes = 3.0 * element_size * static_cast<double>(count);
-  const int max_sets =
-      options_.quick
-          ? 2
-          : std::clamp(static_cast<int>(kSetBudgetBytes / (4.0 / 3.0 * set_bytes)), 1, 16);
-  const int sets =
-      std::clamp(static_cast<int>(std::ceil(4.0 * static_cast<double>(cache_bytes_) / set_bytes)),
-                 1, max_sets);
+  const int sets = rotation_sets(set_bytes, 4.0 / 3.0 * set_bytes, cache_bytes_, options_.quick);
 
   ShapeData data;
   try {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "bench/cases.hpp"
+#include "bench/op_cases.hpp"
 #include "bench/options.hpp"
 #include "bench/report.hpp"
 #include "bench/timing.hpp"
@@ -94,20 +95,31 @@ int run(int argc, char** argv) {
   print_header(info);
 
   CaseRunner runner(options, ctx.get(), stream.get(), device_type, cache_to_outgrow(info.device));
-  print_table_header();
-  const std::vector<CaseResult> results =
-      runner.run_all([&](const CaseResult& r) { print_row(r, info.ceiling.gbps); });
+  std::vector<CaseResult> results;
   HostCostResult host_cost;
-  if (options.host_calls > 0) host_cost = runner.run_host_cost();
-  print_host_cost(host_cost);
-  print_targets(info, results, host_cost);
+  if (options.elementwise_suite()) {
+    print_table_header();
+    results = runner.run_all([&](const CaseResult& r) { print_row(r, info.ceiling.gbps); });
+    if (options.host_calls > 0) host_cost = runner.run_host_cost();
+    print_host_cost(host_cost);
+    print_targets(info, results, host_cost);
+  }
+  std::vector<OpResult> op_rows;
+  if (options.ops_suite()) {
+    OpCaseRunner op_runner(options, ctx.get(), stream.get(), device_type,
+                           cache_to_outgrow(info.device));
+    print_op_table_header();
+    op_rows = op_runner.run_all([&](const OpResult& r) { print_op_row(r, info.ceiling.gbps); });
+    print_op_targets(info, op_rows);
+  }
 
   if (!options.json_path.empty()) {
-    write_json(options.json_path, info, results, host_cost);
+    write_json(options.json_path, info, results, host_cost, op_rows);
     std::printf("\nwrote %s\n", options.json_path.c_str());
   }
   const long failures =
-      std::count_if(results.begin(), results.end(), [](const CaseResult& r) { return r.failed; });
+      std::count_if(results.begin(), results.end(), [](const CaseResult& r) { return r.failed; }) +
+      std::count_if(op_rows.begin(), op_rows.end(), [](const OpResult& r) { return r.failed; });
   if (failures > 0 || !host_cost.error.empty()) {
     std::printf("\nkf-bench: %ld case(s) failed%s\n", failures,
                 host_cost.error.empty() ? "" : ", host cost failed");

@@ -31,7 +31,11 @@ in the same run. Uses the first CUDA device when there is one, else the CPU back
   --host-calls N    calls timed by the host-cost measurement (default 100000 on CUDA, 20000 on
                     the CPU; 0 skips it)
   --no-check        skip the float64 spot check of each fused output
-  --json FILE       also write every result as JSON
+  --suite NAME      elementwise (default): the cases above; ops: every fused op of issue 3
+                    (bias+activation, gelu+dropout, layer/rms norm, softmax, log-softmax,
+                    batch norm, reductions), each case sized to move at least --large-mib MiB
+                    (each input read once, each output written once); all: both
+  --json FILE       also write every result as JSON (op cases under "op_rows")
   -h, --help        this text
 )";
 
@@ -124,6 +128,10 @@ int parse_options(int argc, char** argv, Options* options) {
         if (s != "large" && s != "seed") return usage_error("--sizes takes large,seed");
       }
       if (options->sizes.empty()) return usage_error("--sizes takes large,seed");
+    } else if (arg == "--suite") {
+      if (!value(&text) || (text != "elementwise" && text != "ops" && text != "all"))
+        return usage_error("--suite takes elementwise, ops or all");
+      options->suite = text;
     } else if (arg == "--json") {
       if (!value(&text)) return usage_error("--json needs a file name");
       options->json_path = text;

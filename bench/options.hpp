@@ -25,6 +25,10 @@ struct Options {
   std::vector<kf_dtype_t> dtypes;
   std::vector<std::string> sizes;  // "large", "seed"
   std::string json_path;
+  std::string suite = "elementwise";  // --suite: "elementwise", "ops" or "all"
+
+  bool elementwise_suite() const { return suite != "ops"; }
+  bool ops_suite() const { return suite != "elementwise"; }
 };
 
 // parse_options() returns this when the program should go on.

@@ -209,8 +209,71 @@ void print_targets(const RunInfo& info, const std::vector<CaseResult>& results,
   }
 }
 
+void print_op_table_header() {
+  std::printf("\nops (--suite ops): traffic = each input read once + each output written once\n");
+  std::printf("%-15s %-18s %-5s %-16s %4s %9s %11s %9s %6s  %s\n", "op", "variant", "dtype",
+              "shape", "sets", "MiB", "time(us)", "GB/s", "%copy", "check");
+  std::fflush(stdout);
+}
+
+void print_op_row(const OpResult& r, double ceiling_gbps) {
+  const double pct = ceiling_gbps > 0 ? 100.0 * r.gbps() / ceiling_gbps : 0.0;
+  if (r.us <= 0) {
+    std::printf("%-15s %-18s %-5s %-16s %4d %9.1f %11s %9s %6s  %s\n", r.op.c_str(),
+                r.variant.c_str(), dtype_name(r.dtype), shape_text(r.shape, "x").c_str(),
+                r.buffer_sets, r.bytes / kMiB, "-", "-", "-", r.check.c_str());
+  } else {
+    std::printf("%-15s %-18s %-5s %-16s %4d %9.1f %11.2f %9.1f %6.1f  %s\n", r.op.c_str(),
+                r.variant.c_str(), dtype_name(r.dtype), shape_text(r.shape, "x").c_str(),
+                r.buffer_sets, r.bytes / kMiB, r.us, r.gbps(), pct, r.check.c_str());
+  }
+  std::fflush(stdout);
+}
+
+void print_op_targets(const RunInfo& info, const std::vector<OpResult>& results) {
+  std::printf("\nop targets (PERF.md, issue 3):\n");
+  if (info.quick) {
+    std::printf("  not evaluated: --quick sizes are too small to mean anything\n");
+    return;
+  }
+  if (!is_cuda(info)) {
+    std::printf("  not evaluated: the bandwidth targets are for the CUDA backend\n");
+    return;
+  }
+  struct Goal {
+    const char* target;
+    const char* what;
+    double percent;
+  };
+  const Goal goals[] = {{"large", ">= 90% of copy at >= 256 MiB of traffic", 90.0},
+                        {"rows", ">= 85% of copy, norms/softmax, rows 64..262144", 85.0},
+                        {"reduce_dim0", ">= 85% of copy, mean |x| over dim 0", 85.0}};
+  for (const Goal& g : goals) {
+    int met = 0, total = 0;
+    double lowest = 1e300;
+    std::string worst;
+    for (const OpResult& r : results) {
+      if (r.target != g.target) continue;
+      if (std::string(g.target) == "large" && r.bytes < 256.0 * kMiB) continue;
+      const double pct =
+          r.failed || info.ceiling.gbps <= 0 ? 0.0 : 100.0 * r.gbps() / info.ceiling.gbps;
+      ++total;
+      if (pct >= g.percent) ++met;
+      if (pct < lowest) {
+        lowest = pct;
+        char text[200];
+        std::snprintf(text, sizeof text, "%.1f%% (%s %s %s %s)", pct, r.op.c_str(),
+                      r.variant.c_str(), dtype_name(r.dtype), shape_text(r.shape, "x").c_str());
+        worst = text;
+      }
+    }
+    print_target_line(g.what, met, total, worst);
+  }
+}
+
 void write_json(const std::string& path, const RunInfo& info,
-                const std::vector<CaseResult>& results, const HostCostResult& h) {
+                const std::vector<CaseResult>& results, const HostCostResult& h,
+                const std::vector<OpResult>& op_rows) {
   const kf_device_properties_t& d = info.device;
   std::ostringstream j;
   j << "{\n  \"tool\": \"kf-bench\",\n  \"date\": " << json_string(info.date)
@@ -254,7 +317,20 @@ void write_json(const std::string& path, const RunInfo& info,
       << ", \"us_empty_launch_driver\": " << json_number(h.us_empty_launch_driver)
       << ", \"error\": " << (h.error.empty() ? "null" : json_string(h.error)) << "}";
   }
-  j << "\n}\n";
+  j << ",\n  \"op_rows\": [";
+  for (size_t i = 0; i < op_rows.size(); ++i) {
+    const OpResult& r = op_rows[i];
+    j << (i == 0 ? "\n" : ",\n") << "    {\"op\": " << json_string(r.op)
+      << ", \"variant\": " << json_string(r.variant) << ", \"dtype\": \"" << dtype_name(r.dtype)
+      << "\", \"shape\": [" << shape_text(r.shape, ", ")
+      << "], \"target\": " << json_string(r.target) << ", \"buffer_sets\": " << r.buffer_sets
+      << ", \"bytes\": " << json_number(r.bytes) << ", \"us\": " << json_number(r.us)
+      << ", \"gbps\": " << json_number(r.gbps()) << ", \"percent_of_copy\": "
+      << json_number(info.ceiling.gbps > 0 ? 100.0 * r.gbps() / info.ceiling.gbps : 0.0)
+      << ", \"check\": " << json_string(r.check)
+      << ", \"failed\": " << (r.failed ? "true" : "false") << "}";
+  }
+  j << (op_rows.empty() ? "]" : "\n  ]") << "\n}\n";
   std::ofstream file(path);
   file << j.str();
   if (!file) throw Failure("cannot write " + path);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "bench/cases.hpp"
+#include "bench/op_cases.hpp"
 #include "bench/timing.hpp"
 
 namespace kf_bench {
@@ -32,8 +33,15 @@ void print_host_cost(const HostCostResult& host_cost);
 void print_targets(const RunInfo& info, const std::vector<CaseResult>& results,
                    const HostCostResult& host_cost);
 
-// Writes everything as one JSON object; throws Failure when the file cannot be written.
+// The ops section (--suite ops): its table and its targets.
+void print_op_table_header();
+void print_op_row(const OpResult& result, double ceiling_gbps);
+void print_op_targets(const RunInfo& info, const std::vector<OpResult>& results);
+
+// Writes everything as one JSON object (the op cases under "op_rows"); throws Failure when the
+// file cannot be written.
 void write_json(const std::string& path, const RunInfo& info,
-                const std::vector<CaseResult>& results, const HostCostResult& host_cost);
+                const std::vector<CaseResult>& results, const HostCostResult& host_cost,
+                const std::vector<OpResult>& op_rows = {});
 
 }  // namespace kf_bench

@@ -1,0 +1,62 @@
+// The ops section of kf-bench (--suite ops): every memory-bound fused op of issue 3 (bias +
+// activation, GELU + dropout, layer/RMS norm, softmax, log-softmax, batch norm, reductions) timed
+// on the same machinery as the elementwise cases, against the same-run copy ceiling.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bench/options.hpp"
+#include "bench/timing.hpp"
+
+namespace kf_bench {
+
+struct OpResult {
+  std::string op;       // e.g. "softmax", "batch_norm", "reduce"
+  std::string variant;  // what else distinguishes the row: activation, axis, training, ...
+  std::string target;   // the PERF.md target class: "large" (>= 90%), "rows" / "reduce_dim0"
+                        // (>= 85%), or "" when the row is not held to a target
+  kf_dtype_t dtype = KF_DTYPE_FLOAT32;
+  std::vector<int64_t> shape;  // of the (main) input
+  int buffer_sets = 1;
+  double bytes = 0;  // each input read once, each output written once
+  double us = 0;     // median
+  std::string check = "skipped";
+  bool failed = false;
+
+  double gbps() const { return us > 0 ? bytes / (us * 1e3) : 0.0; }
+};
+
+class OpCaseRunner {
+ public:
+  // `cache_bytes`: the last-level cache the data must outgrow (L2 on CUDA).
+  OpCaseRunner(const Options& options, kf_context_t* ctx, kf_stream_t* stream,
+               kf_device_type_t device, uint64_t cache_bytes);
+
+  // Runs every op case; `on_result` sees each result as soon as it is measured.
+  std::vector<OpResult> run_all(const std::function<void(const OpResult&)>& on_result);
+
+ private:
+  struct Case;
+  void run_case(Case* c, const std::function<void(const OpResult&)>& on_result,
+                std::vector<OpResult>* results);
+  // Rows of `row_length` elements so that one run moves at least the target traffic.
+  int64_t rows_for(kf_dtype_t dtype, int64_t row_length, double bytes_per_element) const;
+
+  void add_bias_activation(kf_dtype_t dtype, std::vector<Case>* cases);
+  void add_gelu_dropout(kf_dtype_t dtype, std::vector<Case>* cases);
+  void add_row_ops(kf_dtype_t dtype, std::vector<Case>* cases);
+  void add_batch_norm(kf_dtype_t dtype, std::vector<Case>* cases);
+  void add_reductions(kf_dtype_t dtype, std::vector<Case>* cases);
+
+  const Options& options_;
+  kf_context_t* ctx_;
+  kf_stream_t* stream_;
+  uint64_t cache_bytes_;
+  double target_bytes_;  // traffic of one run of each case
+  RunTimer timer_;
+};
+
+}  // namespace kf_bench
