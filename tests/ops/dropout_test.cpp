@@ -225,28 +225,12 @@ TEST_P(DropoutNumeric, StridedViews) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTypes, DropoutNumeric,
-                         ::testing::Values(KF_DTYPE_FLOAT32, KF_DTYPE_FLOAT16, KF_DTYPE_BFLOAT16,
-                                           KF_DTYPE_FLOAT64),
-                         [](const ::testing::TestParamInfo<kf_dtype_t>& info) {
-                           return std::string(dtype_name(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(AllTypes, DropoutNumeric, row_test::float_dtypes(),
+                         row_test::dtype_param_name);
 
 // ---- statistics, large tensors, CPU vs CUDA -----------------------------------------------------
 
-class Dropout : public ::testing::Test {
- protected:
-  std::unique_ptr<kf_test::Context> context_;
-  void SetUp() override {
-    KF_REQUIRE_DEVICE();
-    context_ = std::make_unique<kf_test::Context>();
-    ASSERT_NE(ctx(), nullptr);
-  }
-  kf_context_t* ctx() const { return context_->ctx; }
-  Tensor tensor(const Shape& shape, kf_dtype_t dtype = KF_DTYPE_FLOAT32) {
-    return kf_test::make_tensor(ctx(), dtype, shape);
-  }
-};
+class Dropout : public row_test::DeviceTest {};
 
 TEST_F(Dropout, KeptFractionWithinFiveSigma) {
   const int64_t n = int64_t{1} << 20;

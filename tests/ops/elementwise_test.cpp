@@ -13,6 +13,7 @@
 
 #include "kernel_fusion/dlpack.h"
 #include "tests/common/test_util.hpp"
+#include "tests/ops/row_test_util.hpp"
 
 namespace {
 
@@ -46,20 +47,7 @@ const char* activation_name(kf_activation_t act) {
   return "?";
 }
 
-double reference_activation(kf_activation_t act, double x) {
-  const double pi = 3.14159265358979323846;
-  switch (act) {
-    case KF_ACTIVATION_NONE: return x;
-    case KF_ACTIVATION_RELU: return x > 0 ? x : 0.0;
-    case KF_ACTIVATION_GELU: return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
-    case KF_ACTIVATION_GELU_TANH:
-      return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / pi) * (x + 0.044715 * x * x * x)));
-    case KF_ACTIVATION_SILU: return x / (1.0 + std::exp(-x));
-    case KF_ACTIVATION_TANH: return std::tanh(x);
-    case KF_ACTIVATION_SIGMOID: return 1.0 / (1.0 + std::exp(-x));
-  }
-  return NAN;
-}
+using row_test::reference_activation;  // written once for every op test
 
 kf_result_t call(Op op, kf_context_t* ctx, const kf_tensor_t* a, const kf_tensor_t* b,
                  kf_tensor_t* out, kf_activation_t act, kf_stream_t* s = nullptr) {

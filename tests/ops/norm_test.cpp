@@ -324,27 +324,11 @@ TEST_P(NormTest, UnalignedRowStarts) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTypes, NormTest,
-                         ::testing::Values(KF_DTYPE_FLOAT32, KF_DTYPE_FLOAT16, KF_DTYPE_BFLOAT16,
-                                           KF_DTYPE_FLOAT64),
-                         [](const ::testing::TestParamInfo<kf_dtype_t>& info) {
-                           return std::string(dtype_name(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(AllTypes, NormTest, row_test::float_dtypes(), row_test::dtype_param_name);
 
 // ---- errors -------------------------------------------------------------------------------------
 
-class NormErrors : public ::testing::Test {
- protected:
-  std::unique_ptr<kf_test::Context> context_;
-  void SetUp() override {
-    KF_REQUIRE_DEVICE();
-    context_ = std::make_unique<kf_test::Context>();
-  }
-  kf_context_t* ctx() const { return context_->ctx; }
-  Tensor tensor(const Shape& shape, kf_dtype_t dtype = KF_DTYPE_FLOAT32) {
-    return kf_test::make_tensor(ctx(), dtype, shape);
-  }
-};
+class NormErrors : public row_test::DeviceTest {};
 
 TEST_F(NormErrors, LayerNorm) {
   Tensor x = tensor({4, 6}), out = tensor({4, 6}), w = tensor({6}), b = tensor({6});

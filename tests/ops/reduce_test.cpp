@@ -444,11 +444,7 @@ TEST_P(ReduceTest, Errors) {
                 KF_ERROR_DEVICE_MISMATCH);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllDtypes, ReduceTest,
-                         ::testing::Values(KF_DTYPE_FLOAT32, KF_DTYPE_FLOAT16, KF_DTYPE_BFLOAT16,
-                                           KF_DTYPE_FLOAT64),
-                         [](const ::testing::TestParamInfo<kf_dtype_t>& info) {
-                           return std::string(dtype_name(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(AllDtypes, ReduceTest, row_test::float_dtypes(),
+                         row_test::dtype_param_name);
 
 }  // namespace

@@ -1,9 +1,11 @@
-// Helpers shared by the row-wise op tests (norm_test.cpp, softmax_test.cpp): seeds, names, views
-// of a packed base tensor, and comparisons that accept matching infinities.
+// Helpers shared by the op tests: seeds, dtype names and the dtype parameter list, a fixture with
+// a context on the device under test, views of a packed base tensor, and comparisons that accept
+// matching infinities.
 #pragma once
 
 #include <cmath>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -31,6 +33,30 @@ inline const char* dtype_name(kf_dtype_t dtype) {
     default: return "int";
   }
 }
+
+// Every floating dtype, as the parameter list of INSTANTIATE_TEST_SUITE_P, and the test-name
+// suffix for each.
+inline auto float_dtypes() {
+  return ::testing::Values(KF_DTYPE_FLOAT32, KF_DTYPE_FLOAT16, KF_DTYPE_BFLOAT16, KF_DTYPE_FLOAT64);
+}
+inline std::string dtype_param_name(const ::testing::TestParamInfo<kf_dtype_t>& info) {
+  return dtype_name(info.param);
+}
+
+// A context on the device under test (the test is skipped without one), and tensors in it.
+class DeviceTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<kf_test::Context> context_;
+  void SetUp() override {
+    KF_REQUIRE_DEVICE();
+    context_ = std::make_unique<kf_test::Context>();
+    ASSERT_NE(ctx(), nullptr);
+  }
+  kf_context_t* ctx() const { return context_->ctx; }
+  Tensor tensor(const Shape& shape, kf_dtype_t dtype = KF_DTYPE_FLOAT32) {
+    return kf_test::make_tensor(ctx(), dtype, shape);
+  }
+};
 
 inline std::string shape_str(const Shape& shape) {
   std::string s = "[";

@@ -203,25 +203,10 @@ TEST_P(SoftmaxTest, RegimeBoundaries) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTypes, SoftmaxTest,
-                         ::testing::Values(KF_DTYPE_FLOAT32, KF_DTYPE_FLOAT16, KF_DTYPE_BFLOAT16,
-                                           KF_DTYPE_FLOAT64),
-                         [](const ::testing::TestParamInfo<kf_dtype_t>& info) {
-                           return std::string(dtype_name(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(AllTypes, SoftmaxTest, row_test::float_dtypes(),
+                         row_test::dtype_param_name);
 
-class SoftmaxErrors : public ::testing::Test {
- protected:
-  std::unique_ptr<kf_test::Context> context_;
-  void SetUp() override {
-    KF_REQUIRE_DEVICE();
-    context_ = std::make_unique<kf_test::Context>();
-  }
-  kf_context_t* ctx() const { return context_->ctx; }
-  Tensor tensor(const Shape& shape, kf_dtype_t dtype = KF_DTYPE_FLOAT32) {
-    return kf_test::make_tensor(ctx(), dtype, shape);
-  }
-};
+class SoftmaxErrors : public row_test::DeviceTest {};
 
 TEST_F(SoftmaxErrors, EveryPath) {
   Tensor x = tensor({4, 6}), out = tensor({4, 6}), mask = tensor({6});

@@ -9,6 +9,8 @@
 #include "core/math/numeric.hpp"
 #include "core/math/row_stats.hpp"
 #include "core/ops/batch_norm/batch_norm.hpp"
+#include "core/ops/dispatch.hpp"
+#include "core/ops/rows/blocked_sum.hpp"
 #include "core/runtime/thread_pool.hpp"
 
 namespace kf::batch_norm {
@@ -26,19 +28,6 @@ C channel_value(const Channel& t, int64_t c, C absent) {
   return t.data ? static_cast<const C*>(t.data)[c * t.stride] : absent;
 }
 
-// Sums f(m) over [0, n) in blocks of 256, so rounding error grows with sqrt(block count).
-template <class C, class F>
-C blocked_sum(int64_t n, F&& f) {
-  C total = 0;
-  for (int64_t start = 0; start < n; start += 256) {
-    C block = 0;
-    const int64_t stop = std::min<int64_t>(n, start + 256);
-    for (int64_t m = start; m < stop; ++m) block += f(m);
-    total += block;
-  }
-  return total;
-}
-
 template <class S>
 Coefficients<math::compute_t<S>> training_channel(const Plan& p, int64_t c) {
   using C = math::compute_t<S>;
@@ -50,9 +39,9 @@ Coefficients<math::compute_t<S>> training_channel(const Plan& p, int64_t c) {
   const int64_t n = p.count;
   const C count = static_cast<C>(n);
   Coefficients<C> k;
-  k.shift = blocked_sum<C>(n, load) / count;
-  const C sum_d = blocked_sum<C>(n, [&](int64_t m) { return load(m) - k.shift; });
-  const C sum_d2 = blocked_sum<C>(n, [&](int64_t m) {
+  k.shift = rows::blocked_sum<C>(n, load) / count;
+  const C sum_d = rows::blocked_sum<C>(n, [&](int64_t m) { return load(m) - k.shift; });
+  const C sum_d2 = rows::blocked_sum<C>(n, [&](int64_t m) {
     const C d = load(m) - k.shift;
     return d * d;
   });
@@ -127,33 +116,13 @@ void run(const Plan& p, ThreadPool& threads) {
   });
 }
 
-template <class Fn>
-void dispatch(const Plan& p, Fn&& fn) {
-  auto with_act = [&](auto storage) {
-    using S = decltype(storage);
-    switch (p.act) {
-      case math::Activation::relu: return fn(S{}, math::Relu{});
-      case math::Activation::gelu: return fn(S{}, math::Gelu{});
-      case math::Activation::gelu_tanh: return fn(S{}, math::GeluTanh{});
-      case math::Activation::silu: return fn(S{}, math::Silu{});
-      case math::Activation::tanh: return fn(S{}, math::Tanh{});
-      case math::Activation::sigmoid: return fn(S{}, math::Sigmoid{});
-      default: return fn(S{}, math::Identity{});
-    }
-  };
-  switch (p.dtype) {
-    case KF_DTYPE_FLOAT16: return with_act(math::half_t{});
-    case KF_DTYPE_BFLOAT16: return with_act(math::bfloat16_t{});
-    case KF_DTYPE_FLOAT64: return with_act(double{});
-    default: return with_act(float{});
-  }
-}
-
 }  // namespace
 
 void run_cpu(const Plan& plan, ThreadPool& threads) {
-  dispatch(plan,
-           [&](auto storage, auto act) { run<decltype(storage), decltype(act)>(plan, threads); });
+  dispatch_dtype(plan.dtype, [&](auto storage) {
+    dispatch_activation(plan.act,
+                        [&](auto act) { run<decltype(storage), decltype(act)>(plan, threads); });
+  });
 }
 
 }  // namespace kf::batch_norm

@@ -3,6 +3,7 @@
 // same words the CUDA kernels draw for the same elements.
 #include <algorithm>
 
+#include "core/ops/dispatch.hpp"
 #include "core/ops/dropout/dropout.hpp"
 #include "core/runtime/thread_pool.hpp"
 
@@ -84,12 +85,7 @@ void run_typed(const Plan& p, ThreadPool& threads) {
 }  // namespace
 
 void run_cpu(const Plan& plan, ThreadPool& threads) {
-  switch (plan.dtype) {
-    case KF_DTYPE_FLOAT16: return run_typed<math::half_t>(plan, threads);
-    case KF_DTYPE_BFLOAT16: return run_typed<math::bfloat16_t>(plan, threads);
-    case KF_DTYPE_FLOAT64: return run_typed<double>(plan, threads);
-    default: return run_typed<float>(plan, threads);
-  }
+  dispatch_dtype(plan.dtype, [&](auto storage) { run_typed<decltype(storage)>(plan, threads); });
 }
 
 }  // namespace kf::dropout

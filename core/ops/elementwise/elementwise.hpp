@@ -8,6 +8,7 @@
 #include "core/math/activation.hpp"
 #include "core/math/binary.hpp"
 #include "core/math/numeric.hpp"
+#include "core/ops/dispatch.hpp"
 #include "kernel_fusion/types.h"
 
 namespace kf {
@@ -62,17 +63,6 @@ struct FusedOp {
   }
 };
 
-// Calls fn with a value of the storage type for dtype (floating dtypes only; the entry checked).
-template <class Fn>
-void dispatch_dtype(kf_dtype_t dtype, Fn&& fn) {
-  switch (dtype) {
-    case KF_DTYPE_FLOAT16: fn(math::half_t{}); break;
-    case KF_DTYPE_BFLOAT16: fn(math::bfloat16_t{}); break;
-    case KF_DTYPE_FLOAT64: fn(double{}); break;
-    default: fn(float{}); break;
-  }
-}
-
 // Calls fn with the functor of op.
 template <class Fn>
 void dispatch_op(math::BinaryOp op, Fn&& fn) {
@@ -80,20 +70,6 @@ void dispatch_op(math::BinaryOp op, Fn&& fn) {
     fn(math::Mul{});
   else
     fn(math::Add{});
-}
-
-// Calls fn with the functor of act.
-template <class Fn>
-void dispatch_activation(math::Activation act, Fn&& fn) {
-  switch (act) {
-    case math::Activation::relu: fn(math::Relu{}); break;
-    case math::Activation::gelu: fn(math::Gelu{}); break;
-    case math::Activation::gelu_tanh: fn(math::GeluTanh{}); break;
-    case math::Activation::silu: fn(math::Silu{}); break;
-    case math::Activation::tanh: fn(math::Tanh{}); break;
-    case math::Activation::sigmoid: fn(math::Sigmoid{}); break;
-    default: fn(math::Identity{}); break;
-  }
 }
 
 // The whole C entry of out = act(a op b): validates (messages name a, b and out), plans and runs.

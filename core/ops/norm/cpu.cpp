@@ -7,7 +7,9 @@
 
 #include "core/math/numeric.hpp"
 #include "core/math/row_stats.hpp"
+#include "core/ops/dispatch.hpp"
 #include "core/ops/norm/norm.hpp"
+#include "core/ops/rows/blocked_sum.hpp"
 #include "core/runtime/thread_pool.hpp"
 
 namespace kf::norm {
@@ -26,20 +28,6 @@ template <class S>
 void store(const rows::Walk& w, const rows::Operand& o, int64_t base, int64_t col, T<S> v) {
   S* p = static_cast<S*>(o.data);
   p[base + rows::col_offset(w, o, col)] = math::StorageTraits<S>::from_compute(v);
-}
-
-// Sums f(c) over a row in blocks of 256, so that rounding error grows with sqrt(block count)
-// rather than with the row length (rows of 40K+ f32 elements stay within 1e-6).
-template <class C, class F>
-C blocked_sum(int64_t n, F&& f) {
-  C total = 0;
-  for (int64_t start = 0; start < n; start += 256) {
-    C block = 0;
-    const int64_t stop = std::min<int64_t>(n, start + 256);
-    for (int64_t c = start; c < stop; ++c) block += f(c);
-    total += block;
-  }
-  return total;
 }
 
 template <class S, class Act>
@@ -65,10 +53,10 @@ void run_rows(const Plan& p, int64_t begin, int64_t end) {
     }
     C shift = 0, center = 0, rstd = 0;
     if (p.kind == Kind::layer) {
-      shift = blocked_sum<C>(n, [&](int64_t c) { return h[c]; }) / static_cast<C>(n);
-      const C sum_d = blocked_sum<C>(n, [&](int64_t c) { return h[c] - shift; });
+      shift = rows::blocked_sum<C>(n, [&](int64_t c) { return h[c]; }) / static_cast<C>(n);
+      const C sum_d = rows::blocked_sum<C>(n, [&](int64_t c) { return h[c] - shift; });
       const C sum_d2 =
-          blocked_sum<C>(n, [&](int64_t c) { return (h[c] - shift) * (h[c] - shift); });
+          rows::blocked_sum<C>(n, [&](int64_t c) { return (h[c] - shift) * (h[c] - shift); });
       const auto s = math::stats::layer_norm_stats<C>(sum_d, sum_d2, static_cast<C>(n), eps);
       center = shift + s.center;
       rstd = s.rstd;
@@ -76,7 +64,7 @@ void run_rows(const Plan& p, int64_t begin, int64_t end) {
       if (p.rstd.data) static_cast<C*>(p.rstd.data)[rows::row_offset(w, p.rstd, row)] = rstd;
       center = s.center;  // subtracted from h - shift below
     } else {
-      const C squares = blocked_sum<C>(n, [&](int64_t c) { return h[c] * h[c]; });
+      const C squares = rows::blocked_sum<C>(n, [&](int64_t c) { return h[c] * h[c]; });
       rstd = math::stats::rms_rstd<C>(squares, static_cast<C>(n), eps);
     }
     const int64_t ob = rows::row_offset(w, p.out, row);
@@ -89,38 +77,18 @@ void run_rows(const Plan& p, int64_t begin, int64_t end) {
   }
 }
 
-template <class Fn>
-void dispatch(const Plan& p, Fn&& fn) {
-  auto with_act = [&](auto storage) {
-    using S = decltype(storage);
-    switch (p.act) {
-      case math::Activation::relu: return fn(S{}, math::Relu{});
-      case math::Activation::gelu: return fn(S{}, math::Gelu{});
-      case math::Activation::gelu_tanh: return fn(S{}, math::GeluTanh{});
-      case math::Activation::silu: return fn(S{}, math::Silu{});
-      case math::Activation::tanh: return fn(S{}, math::Tanh{});
-      case math::Activation::sigmoid: return fn(S{}, math::Sigmoid{});
-      default: return fn(S{}, math::Identity{});
-    }
-  };
-  switch (p.dtype) {
-    case KF_DTYPE_FLOAT16: return with_act(math::half_t{});
-    case KF_DTYPE_BFLOAT16: return with_act(math::bfloat16_t{});
-    case KF_DTYPE_FLOAT64: return with_act(double{});
-    default: return with_act(float{});
-  }
-}
-
 }  // namespace
 
 void run_cpu(const Plan& plan, ThreadPool& threads) {
   // About 32K elements per task, at least one row.
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / plan.walk.row_length);
-  dispatch(plan, [&](auto storage, auto act) {
-    using S = decltype(storage);
-    using Act = decltype(act);
-    threads.parallel_for(plan.walk.rows, grain,
-                         [&](int64_t begin, int64_t end) { run_rows<S, Act>(plan, begin, end); });
+  dispatch_dtype(plan.dtype, [&](auto storage) {
+    dispatch_activation(plan.act, [&](auto act) {
+      using S = decltype(storage);
+      using Act = decltype(act);
+      threads.parallel_for(plan.walk.rows, grain,
+                           [&](int64_t begin, int64_t end) { run_rows<S, Act>(plan, begin, end); });
+    });
   });
 }
 

@@ -15,6 +15,7 @@
 
 #include "core/math/numeric.hpp"
 #include "core/math/reduce.hpp"
+#include "core/ops/dispatch.hpp"
 #include "kernel_fusion/types.h"
 
 namespace kf {
@@ -82,17 +83,6 @@ KF_HOST_DEVICE int64_t reduced_offset(const Plan& p, int64_t index) {
     index = q;
   }
   return offset;
-}
-
-// Calls fn with a value of the storage type for dtype (floating dtypes only; the entry checked).
-template <class Fn>
-void dispatch_dtype(kf_dtype_t dtype, Fn&& fn) {
-  switch (dtype) {
-    case KF_DTYPE_FLOAT16: fn(math::half_t{}); break;
-    case KF_DTYPE_BFLOAT16: fn(math::bfloat16_t{}); break;
-    case KF_DTYPE_FLOAT64: fn(double{}); break;
-    default: fn(float{}); break;
-  }
 }
 
 void run_cpu(const Plan& plan, ThreadPool& threads);

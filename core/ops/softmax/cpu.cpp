@@ -6,6 +6,7 @@
 
 #include "core/math/numeric.hpp"
 #include "core/math/row_stats.hpp"
+#include "core/ops/dispatch.hpp"
 #include "core/ops/softmax/softmax.hpp"
 #include "core/runtime/thread_pool.hpp"
 
@@ -66,12 +67,7 @@ void run_cpu(const Plan& plan, ThreadPool& threads) {
     threads.parallel_for(plan.walk.rows, grain,
                          [&](int64_t begin, int64_t end) { run_rows<S>(plan, begin, end); });
   };
-  switch (plan.dtype) {
-    case KF_DTYPE_FLOAT16: return go(math::half_t{});
-    case KF_DTYPE_BFLOAT16: return go(math::bfloat16_t{});
-    case KF_DTYPE_FLOAT64: return go(double{});
-    default: return go(float{});
-  }
+  dispatch_dtype(plan.dtype, go);
 }
 
 }  // namespace kf::softmax
