@@ -9,7 +9,14 @@
 
 #include "core/runtime/memory_pool.hpp"
 #include "core/runtime/thread_pool.hpp"
+#include "kernel_fusion/graph.h"
 #include "kernel_fusion/types.h"
+
+namespace kf {
+namespace fusion {
+class KernelCache;
+}  // namespace fusion
+}  // namespace kf
 
 struct kf_context_t {
   kf_device_type_t device_type = KF_DEVICE_CPU;
@@ -26,6 +33,10 @@ struct kf_context_t {
   std::unordered_set<kf_stream_t*> streams;  // includes default_stream
   std::unordered_set<kf_event_t*> events;
   std::unordered_set<kf_tensor_t*> tensors;
+  std::unordered_set<kf_graph_t*> graphs;
+  std::unordered_set<kf_fused_kernel_t*> fused_kernels;
+  // Compiled fusion-engine programs of this context, keyed by structure (core/fusion/).
+  std::shared_ptr<kf::fusion::KernelCache> kernel_cache;
 
   bool is_cuda() const noexcept { return device_type == KF_DEVICE_CUDA; }
 };

@@ -61,7 +61,7 @@ extern "C" {
 
 const char* kf_result_string(kf_result_t r) {
   int raw = kf::raw_enum(r);
-  if (raw < KF_SUCCESS || raw > KF_ERROR_INTERNAL) return "KF_ERROR_UNKNOWN";
+  if (raw < KF_SUCCESS || raw > KF_ERROR_COMPILE) return "KF_ERROR_UNKNOWN";
   switch (r) {
     case KF_SUCCESS: return "KF_SUCCESS";
     case KF_ERROR_INVALID_ARGUMENT: return "KF_ERROR_INVALID_ARGUMENT";
@@ -75,6 +75,7 @@ const char* kf_result_string(kf_result_t r) {
     case KF_ERROR_CUDA: return "KF_ERROR_CUDA";
     case KF_ERROR_VERSION_MISMATCH: return "KF_ERROR_VERSION_MISMATCH";
     case KF_ERROR_INTERNAL: return "KF_ERROR_INTERNAL";
+    case KF_ERROR_COMPILE: return "KF_ERROR_COMPILE";
   }
   return "KF_ERROR_UNKNOWN";
 }

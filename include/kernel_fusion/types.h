@@ -54,7 +54,8 @@ typedef enum kf_result_t {
   KF_ERROR_NO_DEVICE = 8,         /**< No usable CUDA device (or no driver) for the request. */
   KF_ERROR_CUDA = 9,              /**< The CUDA runtime reported an error; the message names it. */
   KF_ERROR_VERSION_MISMATCH = 10, /**< A requested ABI or struct version is not served. */
-  KF_ERROR_INTERNAL = 11          /**< A bug in the library: please report the message. */
+  KF_ERROR_INTERNAL = 11,         /**< A bug in the library: please report the message. */
+  KF_ERROR_COMPILE = 12 /**< Run-time compilation (NVRTC) failed; the message holds its log. */
 } kf_result_t;
 
 /** @brief Kind of device a context, tensor or stream belongs to. */

@@ -1,0 +1,64 @@
+// What a compiled fused kernel runs: a resolved launch (LaunchPlan, built and validated by the C
+// entry from kf_launch_args_t) and the backend-neutral Program interface the CPU executor and the
+// CUDA module both implement. Backends trust the plan: shapes, dtypes, devices and overlaps were
+// checked at the C entry.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/fusion/graph.hpp"
+#include "kernel_fusion/graph.h"
+#include "kernel_fusion/types.h"
+
+namespace kf {
+namespace fusion {
+
+// One tensor as the kernel addresses it.
+struct Binding {
+  void* data = nullptr;  // first element (batched outputs: already offset to the item)
+  int32_t rank = 0;
+  int64_t shape[KF_MAX_DIMS] = {};
+  int64_t strides[KF_MAX_DIMS] = {};  // in elements; 0 on broadcast dimensions
+};
+
+struct Item {
+  // Tensor graphs: every input aligned to the item's iteration rank (= the graph's largest
+  // declared input rank), strides 0 where it broadcasts. Image graphs: an image input is
+  // [H, W, C]; an NV12 input is [H * 3 / 2, W].
+  std::vector<Binding> inputs;
+  // Tensor graphs: the iteration shape. Image graphs: always rank 3 indexed (y, x, c) whatever
+  // the layout: planar and batched outputs are folded into data and strides here.
+  std::vector<Binding> outputs;
+  // Tensor graphs: the iteration shape (rank, extents). Image graphs: rank 2, [H, W] of the
+  // output.
+  int32_t rank = 0;
+  int64_t shape[KF_MAX_DIMS] = {};
+  // Image graphs: the rectangle the reads sample (the item's crop, else the whole first image).
+  kf_rect_t crop = {0, 0, 0, 0};
+};
+
+struct LaunchPlan {
+  std::vector<Item> items;     // 1..max_items
+  std::vector<double> values;  // Graph::values with this launch's overrides applied
+};
+
+// A compiled graph. Immutable; launch() may run concurrently from several threads.
+class Program {
+ public:
+  virtual ~Program() = default;
+  // Enqueues the plan on s (never NULL here: the entry resolves the default stream).
+  virtual void launch(kf_context_t* ctx, const LaunchPlan& plan, kf_stream_t* s) const = 0;
+};
+
+// The CPU executor of g (core/fusion/cpu/). Builds an interpreter program; no code generation.
+std::shared_ptr<const Program> make_cpu_program(const Graph& g,
+                                                const kf_compile_options_t& options);
+
+// CUDA C++ source for g (core/fusion/codegen.cpp); available in every build.
+std::string generate_cuda_source(const Graph& g, const kf_compile_options_t& options);
+
+}  // namespace fusion
+}  // namespace kf
