@@ -227,9 +227,9 @@ HostCostResult CaseRunner::run_host_cost() {
     Tensor out = make_tensor(ctx_, KF_DTYPE_FLOAT32, shape);
     upload(a.get(), random_elements(KF_DTYPE_FLOAT32, 256, 7), stream_);
     upload(b.get(), random_elements(KF_DTYPE_FLOAT32, 256, 8), stream_);
-    // Returns the host time spent inside the calls (the drains excluded).
+    // Host time per call inside each batch of calls (the drains excluded), one entry per batch.
     auto call_many = [&](int64_t calls) {
-      double in_calls = 0;
+      std::vector<double> per_call;
       for (int64_t done = 0; done < calls; done += result.sync_every) {
         const int64_t batch = std::min<int64_t>(result.sync_every, calls - done);
         const double start = now_us();
@@ -237,17 +237,25 @@ HostCostResult CaseRunner::run_host_cost() {
           check(kf_fused_elementwise_add_activation(ctx_, a.get(), b.get(), out.get(),
                                                     KF_ACTIVATION_RELU, stream_),
                 "kf_fused_elementwise_add_activation");
-        in_calls += now_us() - start;
+        per_call.push_back((now_us() - start) / static_cast<double>(batch));
         check(kf_stream_synchronize(stream_), "kf_stream_synchronize");
       }
-      return in_calls;
+      return per_call;
     };
     call_many(std::min<int64_t>(result.calls, 1000));  // warm-up
     const double start = now_us();
-    const double in_calls = call_many(result.calls);
+    const std::vector<double> per_call = call_many(result.calls);
     const double total = now_us() - start;
     if (result.calls > 0) {
-      result.us_per_call = in_calls / static_cast<double>(result.calls);
+      result.batches = static_cast<int64_t>(per_call.size());
+      result.us_per_call = median(per_call);
+      double sum = 0;
+      for (size_t i = 0; i < per_call.size(); ++i) {
+        const int64_t batch = std::min<int64_t>(
+            result.sync_every, result.calls - static_cast<int64_t>(i) * result.sync_every);
+        sum += per_call[i] * static_cast<double>(batch);
+      }
+      result.us_per_call_mean = sum / static_cast<double>(result.calls);
       result.us_per_call_drained = total / static_cast<double>(result.calls);
     }
 #if defined(KF_BENCH_WITH_CUDA)

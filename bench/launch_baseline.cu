@@ -1,8 +1,10 @@
 // The floor under the host cost of an op call: the host time of launching an empty kernel with
 // the CUDA runtime, measured the same way as the library call (time inside the launches, the
-// stream drained every `sync_every` launches so the queue never fills).
+// stream drained every `sync_every` launches so the queue never fills; the median over batches).
 #include <cuda.h>
 #include <cuda_runtime.h>
+
+#include <vector>
 
 #include "bench/timing.hpp"
 
@@ -32,8 +34,8 @@ double empty_launch_host_us(void* native_stream, int64_t calls, int sync_every, 
   }
   float* no_output = nullptr;
   void* params[] = {&no_output};
-  auto run = [&](int64_t n) {
-    double inside = 0;
+  // Host time per launch inside each batch (the drains excluded), one entry per batch.
+  auto run = [&](int64_t n, std::vector<double>* per_launch) {
     for (int64_t done = 0; done < n; done += sync_every) {
       const int64_t batch = n - done < sync_every ? n - done : sync_every;
       const double start = now_us();
@@ -44,15 +46,16 @@ double empty_launch_host_us(void* native_stream, int64_t calls, int sync_every, 
       } else {
         for (int64_t i = 0; i < batch; ++i) empty_kernel<<<1, 256, 0, stream>>>(no_output);
       }
-      inside += now_us() - start;
-      if (cudaStreamSynchronize(stream) != cudaSuccess) return -1.0;
+      per_launch->push_back((now_us() - start) / static_cast<double>(batch));
+      if (cudaStreamSynchronize(stream) != cudaSuccess) return false;
     }
-    return inside;
+    return true;
   };
-  run(calls < 1000 ? calls : 1000);  // warm-up
-  const double inside = run(calls);
-  if (inside < 0 || cudaGetLastError() != cudaSuccess || calls <= 0) return -1.0;
-  return inside / static_cast<double>(calls);
+  std::vector<double> warmup, per_launch;
+  if (calls <= 0 || !run(calls < 1000 ? calls : 1000, &warmup) || !run(calls, &per_launch) ||
+      cudaGetLastError() != cudaSuccess)
+    return -1.0;
+  return median(per_launch);
 }
 
 }  // namespace kf_bench

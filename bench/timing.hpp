@@ -52,8 +52,8 @@ CopyCeiling measure_device_copy(int device_id, size_t bytes, int warmup, int run
 std::string cuda_version_string();
 
 // Host microseconds per launch of an empty kernel on native_stream (a cudaStream_t), timed inside
-// the launches with a drain every sync_every launches, through the runtime's <<<>>> or the
-// driver's cuLaunchKernel; -1 on a CUDA error. CUDA builds only.
+// the launches with a drain every sync_every launches (the median over those batches), through
+// the runtime's <<<>>> or the driver's cuLaunchKernel; -1 on a CUDA error. CUDA builds only.
 double empty_launch_host_us(void* native_stream, int64_t calls, int sync_every, bool driver_api);
 
 // Wall-clock time in microseconds since an arbitrary start.
