@@ -1,0 +1,561 @@
+// The scalar operations of the fusion engine, written once: the CPU executor
+// (core/fusion/cpu/) calls them, and the CUDA source that codegen emits calls exactly these names
+// (NVRTC compiles this header as embedded text, so it uses no STL and includes standard headers
+// only outside NVRTC).
+//
+// Every template takes the dtype as its kf_dtype_t integer value D. A value of dtype D is held in
+// Compute<D>: float for f32/f16/bf16, double for f64, long long for every integer dtype. Integer
+// values are always already wrapped to D's range; every integer op computes in 64-bit unsigned
+// arithmetic (no undefined behaviour) and wraps to D's width before returning, so integer results
+// are bit-identical on CPU and GPU. Float +, -, *, / and sqrt go through the *_rn helpers below:
+// on the device they are the explicitly rounded intrinsics, which the compiler never contracts
+// into FMAs, and the CPU executor is built with -ffp-contract=off, so those results are
+// bit-identical too. Only the transcendental functions (exp, log, pow, the activations) differ
+// between backends, by a few ulp.
+//
+// Entry points (all KF_HOST_DEVICE, namespace kf::math):
+//   DtypeTraits<D>, Compute<D>, Storage<D>
+//   load<D>(base, offset) / store<D>(base, offset, v)   element access (offset in elements)
+//   from_value<D>(double)           a launch value (scalar, constant) met by an operand of dtype D
+//   wrap<D>(unsigned long long)     reduce an integer modulo 2^bits(D) (integer D only)
+//   unary<Op, D>(x)                 Op = kf_unary_op_t
+//   binary<Op, D>(a, b)             Op = KF_BINARY_ADD .. KF_BINARY_POW
+//   compare<Op, D>(a, b)            Op = KF_BINARY_EQ .. KF_BINARY_GE; 0 or 1, the u8 result
+//   activation<Act, D>(x)           Act = kf_activation_t (floating D)
+//   clamp<D>(x, lo, hi)             min(max(x, lo), hi), NaN propagating
+//   truthy<D>(x)                    x != 0 (NaN is true), the condition of where
+//   select<D>(cond, a, b)           cond ? a : b
+//   cast<From, To, Mode>(x)         Mode = kf_cast_mode_t
+#pragma once
+
+#include "core/math/activation.hpp"
+#include "core/math/elementary.hpp"
+#include "core/math/host_device.hpp"
+#include "core/math/numeric.hpp"
+
+#ifndef __CUDACC_RTC__
+#include <math.h>
+#endif
+
+namespace kf {
+namespace math {
+
+// kf_dtype_t, kf_unary_op_t, kf_binary_op_t, kf_cast_mode_t as plain integers: this header is
+// also compiled where the public headers are not (NVRTC). core/fusion checks that they match.
+namespace dtype {
+constexpr int f32 = 0, f16 = 1, bf16 = 2, f64 = 3, i8 = 4, u8 = 5, i32 = 6, i64 = 7;
+}
+namespace unary_op {
+constexpr int neg = 0, abs = 1, exp = 2, log = 3, sqrt = 4, rsqrt = 5, square = 6;
+}
+namespace binary_op {
+constexpr int add = 0, sub = 1, mul = 2, div = 3, min = 4, max = 5, pow = 6;
+constexpr int eq = 7, ne = 8, lt = 9, le = 10, gt = 11, ge = 12;
+}  // namespace binary_op
+namespace cast_mode {
+constexpr int wrap = 0, saturate = 1, saturate_round = 2;
+}
+
+template <int D>
+struct DtypeTraits;
+
+template <>
+struct DtypeTraits<dtype::f32> {
+  using storage = float;
+  using compute = float;
+  static constexpr bool floating = true;
+};
+template <>
+struct DtypeTraits<dtype::f16> {
+  using storage = half_t;
+  using compute = float;
+  static constexpr bool floating = true;
+};
+template <>
+struct DtypeTraits<dtype::bf16> {
+  using storage = bfloat16_t;
+  using compute = float;
+  static constexpr bool floating = true;
+};
+template <>
+struct DtypeTraits<dtype::f64> {
+  using storage = double;
+  using compute = double;
+  static constexpr bool floating = true;
+};
+
+// Integer dtypes: bits, signedness and range (as long long and as an exact double where the
+// range fits in 53 bits; int64's range is handled apart).
+template <class S, int Bits, bool Signed>
+struct IntegerTraits {
+  using storage = S;
+  using compute = long long;
+  static constexpr bool floating = false;
+  static constexpr int bits = Bits;
+  static constexpr bool is_signed = Signed;
+  static constexpr long long min_value =
+      Signed ? (Bits == 64 ? -9223372036854775807LL - 1 : -(1LL << (Bits - 1))) : 0;
+  static constexpr long long max_value =
+      Bits == 64 ? 9223372036854775807LL : (Signed ? (1LL << (Bits - 1)) - 1 : (1LL << Bits) - 1);
+};
+template <>
+struct DtypeTraits<dtype::i8> : IntegerTraits<signed char, 8, true> {};
+template <>
+struct DtypeTraits<dtype::u8> : IntegerTraits<unsigned char, 8, false> {};
+template <>
+struct DtypeTraits<dtype::i32> : IntegerTraits<int, 32, true> {};
+template <>
+struct DtypeTraits<dtype::i64> : IntegerTraits<long long, 64, true> {};
+
+template <int D>
+using Compute = typename DtypeTraits<D>::compute;
+template <int D>
+using Storage = typename DtypeTraits<D>::storage;
+
+// ---------------------------------------------------------------------------------------------
+// Explicitly rounded float arithmetic (no FMA contraction on the device).
+
+KF_HOST_DEVICE float add_rn(float a, float b) {
+#if KF_DEVICE_CODE
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+KF_HOST_DEVICE double add_rn(double a, double b) {
+#if KF_DEVICE_CODE
+  return __dadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+KF_HOST_DEVICE float sub_rn(float a, float b) {
+#if KF_DEVICE_CODE
+  return __fsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+KF_HOST_DEVICE double sub_rn(double a, double b) {
+#if KF_DEVICE_CODE
+  return __dsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+KF_HOST_DEVICE float mul_rn(float a, float b) {
+#if KF_DEVICE_CODE
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+KF_HOST_DEVICE double mul_rn(double a, double b) {
+#if KF_DEVICE_CODE
+  return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+KF_HOST_DEVICE float div_rn(float a, float b) {
+#if KF_DEVICE_CODE
+  return __fdiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+KF_HOST_DEVICE double div_rn(double a, double b) {
+#if KF_DEVICE_CODE
+  return __ddiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+KF_HOST_DEVICE float sqrt_rn(float x) {
+#if KF_DEVICE_CODE
+  return __fsqrt_rn(x);
+#else
+  return ::sqrtf(x);
+#endif
+}
+KF_HOST_DEVICE double sqrt_rn(double x) {
+#if KF_DEVICE_CODE
+  return __dsqrt_rn(x);
+#else
+  return ::sqrt(x);
+#endif
+}
+KF_HOST_DEVICE float log_of(float x) { return ::logf(x); }
+KF_HOST_DEVICE double log_of(double x) { return ::log(x); }
+KF_HOST_DEVICE float pow_of(float a, float b) { return ::powf(a, b); }
+KF_HOST_DEVICE double pow_of(double a, double b) { return ::pow(a, b); }
+// Round to the nearest integer, ties to even (the default rounding mode on both backends).
+KF_HOST_DEVICE double round_half_even(double x) { return ::rint(x); }
+
+template <class T>
+KF_HOST_DEVICE bool is_nan(T x) {
+  return x != x;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Integers.
+
+// u modulo 2^bits(D), as D's signed or unsigned value (two's complement, no implementation-
+// defined conversion).
+template <int D>
+KF_HOST_DEVICE long long wrap(unsigned long long u) {
+  using T = DtypeTraits<D>;
+  if constexpr (T::bits == 64) {
+    return u <= 0x7fffffffffffffffULL ? static_cast<long long>(u) : -static_cast<long long>(~u) - 1;
+  } else {
+    const unsigned long long v = u & ((1ULL << T::bits) - 1ULL);
+    if (T::is_signed && (v >> (T::bits - 1)) != 0)
+      return static_cast<long long>(v) - static_cast<long long>(1ULL << T::bits);
+    return static_cast<long long>(v);
+  }
+}
+
+// A double as int64: truncated toward zero, NaN gives 0, beyond the int64 range clamped to it.
+KF_HOST_DEVICE long long truncate_to_int64(double x) {
+  if (is_nan(x)) return 0;
+  if (x >= 9223372036854775808.0) return 9223372036854775807LL;
+  if (x <= -9223372036854775808.0) return -9223372036854775807LL - 1;
+  return static_cast<long long>(x);
+}
+
+// A double as integer dtype D under a saturating cast: NaN gives 0, clamped to D's range,
+// truncated (Round false) or rounded half to even (Round true).
+template <int D, bool Round>
+KF_HOST_DEVICE long long saturate_to_integer(double x) {
+  using T = DtypeTraits<D>;
+  if (is_nan(x)) return 0;
+  if (Round) x = round_half_even(x);
+  if constexpr (T::bits == 64) {
+    return truncate_to_int64(x);
+  } else {
+    if (x <= static_cast<double>(T::min_value)) return T::min_value;
+    if (x >= static_cast<double>(T::max_value)) return T::max_value;
+    return static_cast<long long>(x);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rounding into floating dtypes.
+
+// x rounded to float with round-to-odd: truncated toward zero, and the last mantissa bit set when
+// inexact. Rounding that float to a half type (11 or 8 significant bits, far fewer than float's
+// 24) then gives exactly the correctly rounded half of x, with no double-rounding error.
+KF_HOST_DEVICE float float_round_to_odd(double x) {
+  float f = static_cast<float>(x);
+  if (!is_nan(x) && static_cast<double>(f) != x) {
+    unsigned int bits = float_bits(f);
+    const double magnitude_f = f < 0.0f ? -static_cast<double>(f) : static_cast<double>(f);
+    const double magnitude_x = x < 0.0 ? -x : x;
+    if (magnitude_f > magnitude_x) bits -= 1u;  // one step toward zero
+    f = float_from_bits(bits | 1u);
+  }
+  return f;
+}
+
+// The value of dtype To nearest to x (ties to even; overflow to infinity), held in Compute<To>.
+template <int To>
+KF_HOST_DEVICE Compute<To> round_to(float x) {
+  if constexpr (To == dtype::f32) {
+    return x;
+  } else if constexpr (To == dtype::f64) {
+    return static_cast<double>(x);
+  } else if constexpr (To == dtype::f16) {
+    return half_to_float(float_to_half(x));
+  } else {
+    static_assert(To == dtype::bf16, "round_to: floating targets only");
+    return bfloat16_to_float(float_to_bfloat16(x));
+  }
+}
+template <int To>
+KF_HOST_DEVICE Compute<To> round_to(double x) {
+  if constexpr (To == dtype::f32) {
+    return static_cast<float>(x);
+  } else if constexpr (To == dtype::f64) {
+    return x;
+  } else {
+    return round_to<To>(float_round_to_odd(x));
+  }
+}
+
+// The largest finite value of a floating dtype.
+template <int D>
+KF_HOST_DEVICE double max_finite() {
+  if constexpr (D == dtype::f16) {
+    return 65504.0;
+  } else if constexpr (D == dtype::bf16) {
+    return 3.38953138925153547590470800371487866880e38;  // 0x7f7f
+  } else if constexpr (D == dtype::f32) {
+    return 3.40282346638528859811704183484516925440e38;  // FLT_MAX
+  } else {
+    return 1.79769313486231570814527423731704356798e308;  // DBL_MAX
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Element access and launch values.
+
+template <int D>
+KF_HOST_DEVICE Compute<D> load(const void* base, long long offset) {
+  const Storage<D> s = static_cast<const Storage<D>*>(base)[offset];
+  if constexpr (D == dtype::f16) {
+    return half_to_float(s);
+  } else if constexpr (D == dtype::bf16) {
+    return bfloat16_to_float(s);
+  } else {
+    return static_cast<Compute<D>>(s);
+  }
+}
+
+// Half types round to nearest even; integer values are in range already.
+template <int D>
+KF_HOST_DEVICE void store(void* base, long long offset, Compute<D> v) {
+  Storage<D>* p = static_cast<Storage<D>*>(base) + offset;
+  if constexpr (D == dtype::f16) {
+    *p = float_to_half(v);
+  } else if constexpr (D == dtype::bf16) {
+    *p = float_to_bfloat16(v);
+  } else {
+    *p = static_cast<Storage<D>>(v);
+  }
+}
+
+// A launch value (weakly typed scalar or constant) met by an operand of dtype D. Floating D:
+// the value in D's compute type (f16/bf16 values are not rounded: they round only by a cast or a
+// write). Integer D: as KF_CAST_WRAP from f64 (truncated, NaN 0, clamped to int64, wrapped).
+template <int D>
+KF_HOST_DEVICE Compute<D> from_value(double v) {
+  if constexpr (DtypeTraits<D>::floating) {
+    return static_cast<Compute<D>>(v);
+  } else {
+    return wrap<D>(static_cast<unsigned long long>(truncate_to_int64(v)));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Arithmetic.
+
+namespace detail {
+
+template <int D>
+KF_HOST_DEVICE Compute<D> min_of(Compute<D> a, Compute<D> b) {
+  if constexpr (DtypeTraits<D>::floating) {
+    if (is_nan(a)) return a;
+    if (is_nan(b)) return b;
+  }
+  return b < a ? b : a;
+}
+
+template <int D>
+KF_HOST_DEVICE Compute<D> max_of(Compute<D> a, Compute<D> b) {
+  if constexpr (DtypeTraits<D>::floating) {
+    if (is_nan(a)) return a;
+    if (is_nan(b)) return b;
+  }
+  return a < b ? b : a;
+}
+
+// a^b for integers (validation keeps pow to floating dtypes; defined for completeness): exact
+// and wrapped for b >= 0; for b < 0 the truncated value (1, -1 or 0).
+template <int D>
+KF_HOST_DEVICE long long integer_pow(long long a, long long b) {
+  if (b < 0) {
+    if (a == 1) return 1;
+    if (a == -1) return (b & 1) ? -1 : 1;
+    return 0;
+  }
+  unsigned long long result = 1, base = static_cast<unsigned long long>(a);
+  unsigned long long e = static_cast<unsigned long long>(b);
+  while (e != 0) {
+    if (e & 1ULL) result *= base;
+    base *= base;
+    e >>= 1;
+  }
+  return wrap<D>(result);
+}
+
+}  // namespace detail
+
+template <int Op, int D>
+KF_HOST_DEVICE Compute<D> unary(Compute<D> x) {
+  using T = Compute<D>;
+  if constexpr (DtypeTraits<D>::floating) {
+    if constexpr (Op == unary_op::neg) {
+      return -x;
+    } else if constexpr (Op == unary_op::abs) {
+      return x < T(0) ? -x : (x == T(0) ? T(0) : x);  // NaN stays NaN, -0 becomes +0
+    } else if constexpr (Op == unary_op::exp) {
+      return exp_of(x);
+    } else if constexpr (Op == unary_op::log) {
+      return log_of(x);
+    } else if constexpr (Op == unary_op::sqrt) {
+      return sqrt_rn(x);
+    } else if constexpr (Op == unary_op::rsqrt) {
+      return div_rn(T(1), sqrt_rn(x));
+    } else {
+      static_assert(Op == unary_op::square, "unary: unknown op");
+      return mul_rn(x, x);
+    }
+  } else {
+    const unsigned long long u = static_cast<unsigned long long>(x);
+    if constexpr (Op == unary_op::neg) {
+      return wrap<D>(0ULL - u);
+    } else if constexpr (Op == unary_op::abs) {
+      return x < 0 ? wrap<D>(0ULL - u) : x;
+    } else if constexpr (Op == unary_op::square) {
+      return wrap<D>(u * u);
+    } else {
+      // Floating-only ops (validation forbids them on integers): through f64, cast back wrapping.
+      return from_value<D>(unary<Op, dtype::f64>(static_cast<double>(x)));
+    }
+  }
+}
+
+template <int Op, int D>
+KF_HOST_DEVICE Compute<D> binary(Compute<D> a, Compute<D> b) {
+  if constexpr (Op == binary_op::min) {
+    return detail::min_of<D>(a, b);
+  } else if constexpr (Op == binary_op::max) {
+    return detail::max_of<D>(a, b);
+  } else if constexpr (DtypeTraits<D>::floating) {
+    if constexpr (Op == binary_op::add) {
+      return add_rn(a, b);
+    } else if constexpr (Op == binary_op::sub) {
+      return sub_rn(a, b);
+    } else if constexpr (Op == binary_op::mul) {
+      return mul_rn(a, b);
+    } else if constexpr (Op == binary_op::div) {
+      return div_rn(a, b);
+    } else {
+      static_assert(Op == binary_op::pow, "binary: unknown op (comparisons are compare<>)");
+      return pow_of(a, b);
+    }
+  } else {
+    using U = unsigned long long;
+    if constexpr (Op == binary_op::add) {
+      return wrap<D>(static_cast<U>(a) + static_cast<U>(b));
+    } else if constexpr (Op == binary_op::sub) {
+      return wrap<D>(static_cast<U>(a) - static_cast<U>(b));
+    } else if constexpr (Op == binary_op::mul) {
+      return wrap<D>(static_cast<U>(a) * static_cast<U>(b));
+    } else if constexpr (Op == binary_op::div) {
+      if (b == 0) return 0;
+      if (b == -1) return wrap<D>(0ULL - static_cast<U>(a));  // INT_MIN / -1 wraps to INT_MIN
+      return a / b;                                           // truncates toward zero
+    } else {
+      static_assert(Op == binary_op::pow, "binary: unknown op (comparisons are compare<>)");
+      return detail::integer_pow<D>(a, b);
+    }
+  }
+}
+
+// 0 or 1 (the u8 value of a comparison); every comparison with NaN is false except NE.
+template <int Op, int D>
+KF_HOST_DEVICE long long compare(Compute<D> a, Compute<D> b) {
+  if constexpr (Op == binary_op::eq) {
+    return a == b ? 1 : 0;
+  } else if constexpr (Op == binary_op::ne) {
+    return a != b ? 1 : 0;
+  } else if constexpr (Op == binary_op::lt) {
+    return a < b ? 1 : 0;
+  } else if constexpr (Op == binary_op::le) {
+    return a <= b ? 1 : 0;
+  } else if constexpr (Op == binary_op::gt) {
+    return a > b ? 1 : 0;
+  } else {
+    static_assert(Op == binary_op::ge, "compare: unknown op");
+    return a >= b ? 1 : 0;
+  }
+}
+
+// act(x) with activation.hpp's functors and the precise primitives. Integer D (not reachable
+// through validation): computed in f64 and cast back wrapping.
+template <int Act, int D>
+KF_HOST_DEVICE Compute<D> activation(Compute<D> x) {
+  using Functor = typename ActivationOf<static_cast<Activation>(Act)>::type;
+  if constexpr (DtypeTraits<D>::floating) {
+    return Functor{}(x, Precise{});
+  } else {
+    return from_value<D>(Functor{}(static_cast<double>(x), Precise{}));
+  }
+}
+
+template <int D>
+KF_HOST_DEVICE Compute<D> clamp(Compute<D> x, Compute<D> lo, Compute<D> hi) {
+  return detail::min_of<D>(detail::max_of<D>(x, lo), hi);
+}
+
+template <int D>
+KF_HOST_DEVICE bool truthy(Compute<D> x) {
+  return x != Compute<D>(0);  // NaN != 0 is true
+}
+
+template <int D>
+KF_HOST_DEVICE Compute<D> select(bool cond, Compute<D> a, Compute<D> b) {
+  return cond ? a : b;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Casts, as kf_cast_mode_t documents them.
+
+template <int From, int To, int Mode>
+KF_HOST_DEVICE Compute<To> cast(Compute<From> x) {
+  constexpr bool from_floating = DtypeTraits<From>::floating;
+  constexpr bool to_floating = DtypeTraits<To>::floating;
+  constexpr bool saturate = Mode != cast_mode::wrap;
+  if constexpr (to_floating) {
+    if constexpr (from_floating) {
+      if (saturate) {  // clamp to the finite range; NaN passes through
+        // The target's largest finite value, or the compute type's when that is smaller (a
+        // half value held in float may exceed its dtype's range until it is rounded).
+        constexpr int compute_dtype = sizeof(Compute<From>) == 4 ? dtype::f32 : dtype::f64;
+        const Compute<From> limit = static_cast<Compute<From>>(
+            max_finite<To>() < max_finite<compute_dtype>() ? max_finite<To>()
+                                                           : max_finite<compute_dtype>());
+        if (x > limit) x = limit;
+        if (x < -limit) x = -limit;
+      }
+      return round_to<To>(x);
+    } else {
+      // Integer to floating: one rounding (f32, f64 directly; halves through f64, exact up to
+      // 2^53, then round-to-odd float).
+      if constexpr (To == dtype::f32) {
+        return static_cast<float>(x);
+      } else if constexpr (To == dtype::f64) {
+        return static_cast<double>(x);
+      } else {
+        double v = static_cast<double>(x);
+        if (saturate) {
+          if (v > max_finite<To>()) v = max_finite<To>();
+          if (v < -max_finite<To>()) v = -max_finite<To>();
+        }
+        return round_to<To>(v);
+      }
+    }
+  } else {
+    if constexpr (from_floating) {
+      const double v = static_cast<double>(x);
+      if constexpr (Mode == cast_mode::wrap) {
+        return wrap<To>(static_cast<unsigned long long>(truncate_to_int64(v)));
+      } else {
+        return saturate_to_integer<To, Mode == cast_mode::saturate_round>(v);
+      }
+    } else {
+      if constexpr (Mode == cast_mode::wrap) {
+        return wrap<To>(static_cast<unsigned long long>(x));
+      } else {
+        using T = DtypeTraits<To>;
+        if (x < T::min_value) return T::min_value;
+        if (x > T::max_value) return T::max_value;
+        return x;
+      }
+    }
+  }
+}
+
+}  // namespace math
+}  // namespace kf
