@@ -80,5 +80,23 @@ inline kf_dtype_t operand_dtype(const Node& n, kf_dtype_t other) {
   return n.weak ? other : n.dtype;
 }
 
+// What a launch value must satisfy (launch overrides are checked against it).
+enum class ValueRule : uint8_t {
+  any,      // any double (a floating operand may well be NaN or infinite)
+  integer,  // meets an integer dtype: finite and inside the int64 range
+  finite,   // normalize scale and mean
+  nonzero,  // normalize std: finite and not zero
+};
+
+// The rule of every slot of g.values, derived from the nodes that own and use each slot.
+std::vector<ValueRule> value_rules(const Graph& g);
+
+// Whether `value` satisfies `rule`.
+bool satisfies(ValueRule rule, double value) noexcept;
+
+// Throws INVALID_ARGUMENT, naming the node and its value (e.g. "std[1] of node 4"), unless
+// `value` satisfies `rule` as value `index` of node `node`.
+void check_value(const Graph& g, ValueRule rule, int32_t node, int32_t index, double value);
+
 }  // namespace fusion
 }  // namespace kf

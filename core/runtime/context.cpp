@@ -75,12 +75,26 @@ void destroy_context_object(kf_context_t* ctx) noexcept {
   std::unordered_set<kf_tensor_t*> tensors;
   std::unordered_set<kf_event_t*> events;
   std::unordered_set<kf_stream_t*> streams;
+  std::unordered_set<kf_graph_t*> graphs;
+  std::unordered_set<kf_fused_kernel_t*> fused_kernels;
   {
     std::lock_guard<std::mutex> lock(ctx->mutex);
     tensors.swap(ctx->tensors);
     events.swap(ctx->events);
     streams.swap(ctx->streams);
+    graphs.swap(ctx->graphs);
+    fused_kernels.swap(ctx->fused_kernels);
   }
+  for (kf_graph_t* g : graphs) {
+    unregister_handle(g);
+    delete_graph(g);
+  }
+  // Compiled programs (CUDA modules) go before the streams they ran on.
+  for (kf_fused_kernel_t* k : fused_kernels) {
+    unregister_handle(k);
+    delete_fused_kernel(k);
+  }
+  ctx->kernel_cache.reset();
   for (kf_tensor_t* t : tensors) {
     unregister_handle(t);
     delete_tensor(t);

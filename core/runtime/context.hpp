@@ -76,4 +76,8 @@ void activate(const kf_context_t* ctx);
 kf_stream_t* new_stream(kf_context_t* ctx, int32_t priority, uint32_t flags);
 void delete_stream(kf_stream_t* s) noexcept;
 
+// Free a graph / compiled kernel object that is no longer registered (core/fusion/).
+void delete_graph(kf_graph_t* g) noexcept;
+void delete_fused_kernel(kf_fused_kernel_t* k) noexcept;
+
 }  // namespace kf

@@ -61,6 +61,8 @@ const char* handle_kind_name(HandleKind kind) noexcept {
     case HandleKind::stream: return "stream";
     case HandleKind::event: return "event";
     case HandleKind::tensor: return "tensor";
+    case HandleKind::graph: return "graph";
+    case HandleKind::fused_kernel: return "fused kernel";
   }
   return "handle";
 }

@@ -5,11 +5,12 @@
 #include <type_traits>
 
 #include "core/runtime/error.hpp"
+#include "kernel_fusion/graph.h"
 #include "kernel_fusion/types.h"
 
 namespace kf {
 
-enum class HandleKind : unsigned char { context, stream, event, tensor };
+enum class HandleKind : unsigned char { context, stream, event, tensor, graph, fused_kernel };
 
 const char* handle_kind_name(HandleKind kind) noexcept;
 
@@ -34,6 +35,14 @@ struct HandleTraits<kf_event_t> {
 template <>
 struct HandleTraits<kf_tensor_t> {
   static constexpr HandleKind kind = HandleKind::tensor;
+};
+template <>
+struct HandleTraits<kf_graph_t> {
+  static constexpr HandleKind kind = HandleKind::graph;
+};
+template <>
+struct HandleTraits<kf_fused_kernel_t> {
+  static constexpr HandleKind kind = HandleKind::fused_kernel;
 };
 
 // Throws KF_ERROR_INVALID_HANDLE naming the parameter unless h is a live handle of T's kind.
