@@ -63,21 +63,32 @@ cudaFunction_t function_of(const void* kernel, int device) {
   return f;
 }
 
-}  // namespace
-
-void launch_kernel(const void* kernel, int device, dim3 grid, dim3 block, size_t shared_bytes,
-                   cudaStream_t stream, void** params, const char* what) {
+void launch_function(CUfunction function, dim3 grid, dim3 block, size_t shared_bytes,
+                     cudaStream_t stream, void** params, const char* what) {
   const DriverEntryPoints& d = driver();
-  const CUresult r =
-      d.launch(reinterpret_cast<CUfunction>(function_of(kernel, device)), grid.x, grid.y, grid.z,
-               block.x, block.y, block.z, static_cast<unsigned>(shared_bytes),
-               reinterpret_cast<CUstream>(stream), params, nullptr);
+  const CUresult r = d.launch(function, grid.x, grid.y, grid.z, block.x, block.y, block.z,
+                              static_cast<unsigned>(shared_bytes),
+                              reinterpret_cast<CUstream>(stream), params, nullptr);
   if (r != CUDA_SUCCESS) {
     const char* name = nullptr;
     if (d.error_name == nullptr || d.error_name(r, &name) != CUDA_SUCCESS) name = nullptr;
     fail(KF_ERROR_CUDA, "%s: cuLaunchKernel failed with %s (%d)", what,
          name != nullptr ? name : "an unknown driver error", static_cast<int>(r));
   }
+}
+
+}  // namespace
+
+void launch_kernel(const void* kernel, int device, dim3 grid, dim3 block, size_t shared_bytes,
+                   cudaStream_t stream, void** params, const char* what) {
+  launch_function(reinterpret_cast<CUfunction>(function_of(kernel, device)), grid, block,
+                  shared_bytes, stream, params, what);
+}
+
+void launch_library_kernel(void* kernel, dim3 grid, dim3 block, size_t shared_bytes,
+                           cudaStream_t stream, void** params, const char* what) {
+  launch_function(reinterpret_cast<CUfunction>(kernel), grid, block, shared_bytes, stream, params,
+                  what);
 }
 
 }  // namespace cuda

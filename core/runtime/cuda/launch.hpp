@@ -20,6 +20,11 @@ namespace cuda {
 void launch_kernel(const void* kernel, int device, dim3 grid, dim3 block, size_t shared_bytes,
                    cudaStream_t stream, void** params, const char* what);
 
+// Launches a kernel loaded at run time: `kernel` is a cudaKernel_t (cudaLibraryGetKernel), which
+// the driver's cuLaunchKernel takes as it is (a CUkernel). The current device's context runs it.
+void launch_library_kernel(void* kernel, dim3 grid, dim3 block, size_t shared_bytes,
+                           cudaStream_t stream, void** params, const char* what);
+
 // Typed front end: launch(kernel, device, grid, block, stream, "what", args...). Each argument
 // must already have the kernel parameter's exact type (no conversions happen, unlike <<<>>>).
 template <class... Params, class... Args>

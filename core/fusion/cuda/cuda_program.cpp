@@ -1,0 +1,289 @@
+// A generated kernel loaded for a context's device, and its launches.
+//
+// Loading goes through the CUDA runtime's library management API (cudaLibraryLoadData,
+// cudaLibraryGetKernel): no libcuda link. Launches go through the driver's cuLaunchKernel
+// (reached via cudaGetDriverEntryPointByVersion, core/runtime/cuda/launch.cpp) with the whole
+// parameter block as one __grid_constant__ parameter (up to 32764 bytes on sm_70+).
+//
+// When the item table does not fit the parameter (large capacities: 1000 crops per launch), it is
+// written into a pinned staging slot, copied stream-ordered into a block of the context's device
+// pool (cudaMemcpyAsync; freed stream-ordered after the kernel), and the parameter carries its
+// address. A staging slot is reused once the event recorded after its kernel has completed, so
+// the host never waits for the device unless more than kMaxStagingSlots launches are in flight.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "core/fusion/cuda_program.hpp"
+#include "core/fusion/kernel_params.hpp"
+#include "core/runtime/context.hpp"
+#include "core/runtime/error.hpp"
+
+#if KF_WITH_CUDA
+#include <cuda_runtime_api.h>
+
+#include "core/runtime/cuda/cuda_check.hpp"
+#include "core/runtime/cuda/launch.hpp"
+
+namespace kf {
+namespace fusion {
+namespace {
+
+constexpr unsigned kBlockThreads = 256;
+constexpr size_t kMaxStagingSlots = 64;
+
+// Pinned host buffers for item tables, each reusable once its event has completed.
+class StagingSlots {
+ public:
+  struct Slot {
+    void* host = nullptr;
+    size_t bytes = 0;
+    cudaEvent_t done = nullptr;  // recorded after the kernel that read the copy
+    bool busy = false;           // between acquire() and release()
+    bool recorded = false;
+  };
+
+  ~StagingSlots() {
+    for (Slot& s : slots_) {
+      if (s.done != nullptr) {
+        cudaEventSynchronize(s.done);
+        cudaEventDestroy(s.done);
+      }
+      if (s.host != nullptr) cudaFreeHost(s.host);
+    }
+    cudaGetLastError();
+  }
+
+  Slot* acquire(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (Slot& s : slots_) {
+      if (s.busy || s.bytes < bytes) continue;
+      if (s.recorded && cudaEventQuery(s.done) != cudaSuccess) continue;
+      s.busy = true;
+      return &s;
+    }
+    if (slots_.size() >= kMaxStagingSlots) {
+      // Too many launches in flight: wait for the oldest slot big enough (back-pressure).
+      for (Slot& s : slots_) {
+        if (s.busy || s.bytes < bytes) continue;
+        cuda::check(cudaEventSynchronize(s.done), "waiting for a staging buffer");
+        s.busy = true;
+        return &s;
+      }
+    }
+    slots_.emplace_back();
+    Slot& s = slots_.back();
+    s.bytes = std::max<size_t>(bytes, 64 * 1024);
+    cuda::check(cudaMallocHost(&s.host, s.bytes), "allocating a pinned staging buffer");
+    cuda::check(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming),
+                "creating a staging event");
+    s.busy = true;
+    return &s;
+  }
+
+  // After the launch (recorded: the event now guards the slot) or after a failure.
+  void release(Slot* s, bool recorded) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    s->busy = false;
+    s->recorded = s->recorded || recorded;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<Slot> slots_;  // deque-like: never reallocated while a Slot* is out (see reserve)
+
+ public:
+  StagingSlots() { slots_.reserve(kMaxStagingSlots + 1); }
+};
+
+class CudaProgram final : public Program {
+ public:
+  CudaProgram(kf_context_t* ctx, ParamLayout layout, cudaLibrary_t library, cudaKernel_t kernel)
+      : device_(ctx->device_id),
+        pool_(ctx->pool),
+        layout_(std::move(layout)),
+        library_(library),
+        kernel_(kernel) {
+    int sms = 0, threads_per_sm = 0;
+    cuda::check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_),
+                "reading the multiprocessor count");
+    cuda::check(
+        cudaDeviceGetAttribute(&threads_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, device_),
+        "reading the threads per multiprocessor");
+    max_blocks_ = std::max(1, sms) * std::max(1, threads_per_sm / static_cast<int>(kBlockThreads));
+    if (!layout_.inline_items) staging_ = std::make_unique<StagingSlots>();
+  }
+
+  ~CudaProgram() override {
+    staging_.reset();
+    cudaSetDevice(device_);
+    if (cudaLibraryUnload(library_) != cudaSuccess) cudaGetLastError();
+  }
+
+  void launch(kf_context_t* ctx, const LaunchPlan& plan, kf_stream_t* s) const override {
+    activate(ctx);
+    const size_t n_items = plan.items.size();
+    cudaStream_t stream = static_cast<cudaStream_t>(s->native);
+    // The block is rebuilt for every launch in a per-thread buffer (no allocation once grown).
+    thread_local std::vector<int64_t> block;
+    const size_t header = layout_.header_slots;
+    const size_t item_slots = layout_.item_slots;
+    const size_t total_slots =
+        std::max(header + n_items * item_slots, layout_.param_bytes / sizeof(int64_t));
+    if (block.size() < total_slots) block.resize(total_slots);
+    std::copy(plan.values.begin(), plan.values.end(), reinterpret_cast<double*>(block.data()));
+    block[layout_.value_slots] = static_cast<int64_t>(n_items);
+    block[layout_.value_slots + 1] = 0;
+
+    int64_t* items = block.data() + header;
+    int64_t max_units = 0, max_h = 0, max_w = 0;
+    for (size_t i = 0; i < n_items; ++i) {
+      int64_t* dst = items + i * item_slots;
+      encode_item(layout_, plan.items[i], dst);
+      if (layout_.image) {
+        max_h = std::max(max_h, dst[0]);
+        max_w = std::max(max_w, dst[1]);
+      } else {
+        const int64_t numel = dst[0];
+        const int64_t units =
+            dst[1] == kVector ? numel / layout_.vector_elements + numel % layout_.vector_elements
+                              : numel;
+        max_units = std::max(max_units, units);
+      }
+    }
+
+    dim3 grid, threads;
+    if (layout_.image) {
+      threads = dim3(32, kBlockThreads / 32, 1);
+      grid = dim3(static_cast<unsigned>(std::max<int64_t>(1, (max_w + 31) / 32)),
+                  static_cast<unsigned>(std::min<int64_t>(
+                      65535, std::max<int64_t>(1, (max_h + threads.y - 1) / threads.y))),
+                  static_cast<unsigned>(n_items));
+    } else {
+      threads = dim3(kBlockThreads, 1, 1);
+      const int64_t blocks = (max_units + kBlockThreads - 1) / kBlockThreads;
+      grid =
+          dim3(static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(blocks, max_blocks_))),
+               static_cast<unsigned>(n_items), 1);
+    }
+
+    if (layout_.inline_items) {
+      void* params[] = {block.data()};
+      cuda::launch_library_kernel(kernel_, grid, threads, 0, stream, params, "fused kernel");
+      return;
+    }
+    launch_with_table(block.data(), n_items, grid, threads, stream);
+  }
+
+ private:
+  void launch_with_table(int64_t* block, size_t n_items, dim3 grid, dim3 threads,
+                         cudaStream_t stream) const {
+    const size_t bytes = n_items * layout_.item_bytes();
+    StagingSlots::Slot* slot = staging_->acquire(bytes);
+    bool recorded = false;
+    void* table = nullptr;
+    try {
+      std::memcpy(slot->host, block + layout_.header_slots, bytes);
+      table = pool_->allocate(bytes, stream);
+      cuda::check(cudaMemcpyAsync(table, slot->host, bytes, cudaMemcpyHostToDevice, stream),
+                  "copying the item table to the device");
+      std::memcpy(&block[layout_.value_slots + 1], &table, sizeof table);
+      void* params[] = {block};
+      cuda::launch_library_kernel(kernel_, grid, threads, 0, stream, params, "fused kernel");
+      cuda::check(cudaEventRecord(slot->done, stream), "recording a staging event");
+      recorded = true;
+    } catch (...) {
+      if (table != nullptr) pool_->deallocate(table, bytes, stream);
+      staging_->release(slot, recorded);
+      throw;
+    }
+    pool_->deallocate(table, bytes, stream);  // stream-ordered: after the kernel
+    staging_->release(slot, recorded);
+  }
+
+  const int32_t device_;
+  const std::shared_ptr<MemoryPool> pool_;
+  const ParamLayout layout_;
+  cudaLibrary_t library_;
+  cudaKernel_t kernel_;
+  int max_blocks_ = 1;
+  std::unique_ptr<StagingSlots> staging_;
+};
+
+cudaLibrary_t load_library(const std::vector<char>& cubin) {
+  cudaLibrary_t library = nullptr;
+  const cudaError_t err =
+      cudaLibraryLoadData(&library, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  return library;
+}
+
+}  // namespace
+
+std::shared_ptr<const Program> make_cuda_program(kf_context_t* ctx, const Graph& g,
+                                                 const kf_compile_options_t& o,
+                                                 const std::string& source,
+                                                 kf_kernel_origin_t* origin) {
+  activate(ctx);
+  ParamLayout layout = param_layout(g, o);
+  int major = 0, minor = 0;
+  cuda::check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ctx->device_id),
+              "reading the compute capability");
+  cuda::check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, ctx->device_id),
+              "reading the compute capability");
+  const int sm = major * 10 + minor;
+  const bool use_disk_cache = (o.flags & KF_COMPILE_NO_DISK_CACHE) == 0;
+  kf_kernel_origin_t got = KF_KERNEL_COMPILED;
+  std::vector<char> cubin = compile_for_arch(source, sm, use_disk_cache, &got);
+  cudaLibrary_t library = load_library(cubin);
+  if (library == nullptr && got == KF_KERNEL_DISK_CACHE) {
+    // The cached machine code passed its checksum but the driver refuses it: compile afresh
+    // (the entry stays; it is never trusted past this check).
+    cubin = compile_for_arch(source, sm, false, &got);
+    library = load_library(cubin);
+  }
+  if (library == nullptr) {
+    cuda::check(
+        cudaLibraryLoadData(&library, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
+        "loading the compiled fused kernel (cudaLibraryLoadData)");
+  }
+  cudaKernel_t kernel = nullptr;
+  const cudaError_t err = cudaLibraryGetKernel(&kernel, library, "kf_fused_kernel");
+  if (err != cudaSuccess) {
+    cudaLibraryUnload(library);
+    cuda::fail_cuda(err, "finding the fused kernel in its library (cudaLibraryGetKernel)");
+  }
+  std::shared_ptr<const Program> program;
+  try {
+    program = std::make_shared<CudaProgram>(ctx, std::move(layout), library, kernel);
+  } catch (...) {
+    cudaLibraryUnload(library);
+    throw;
+  }
+  if (origin != nullptr) *origin = got;
+  return program;
+}
+
+}  // namespace fusion
+}  // namespace kf
+
+#else  // CPU-only build
+
+namespace kf {
+namespace fusion {
+
+std::shared_ptr<const Program> make_cuda_program(kf_context_t*, const Graph&,
+                                                 const kf_compile_options_t&, const std::string&,
+                                                 kf_kernel_origin_t*) {
+  fail(KF_ERROR_NOT_SUPPORTED, "this build has no CUDA backend (built with KF_ENABLE_CUDA=OFF)");
+}
+
+}  // namespace fusion
+}  // namespace kf
+
+#endif

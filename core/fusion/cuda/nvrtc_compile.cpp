@@ -1,0 +1,160 @@
+// NVRTC compilation of generated kernels, behind the disk cache. The cache key covers everything
+// that determines the machine code: the source, the embedded headers it includes, the options,
+// the architecture and NVRTC's version.
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "core/fusion/cuda_program.hpp"
+#include "core/fusion/disk_cache.hpp"
+#include "core/fusion/sha256.hpp"
+#include "core/runtime/error.hpp"
+
+#if KF_WITH_CUDA
+#include <nvrtc.h>
+
+#include "core/fusion/cuda/embedded_headers.hpp"
+
+namespace kf {
+namespace fusion {
+namespace {
+
+constexpr const char* kProgramName = "kf_fused_kernel.cu";
+
+// -default-device: the shared headers' KF_HOST_DEVICE functions and the generated helpers are
+// device code. No fast math: results must match the CPU executor.
+std::vector<std::string> nvrtc_options(int sm) {
+  return {"-arch=sm_" + std::to_string(sm), "-std=c++17", "-default-device"};
+}
+
+std::string nvrtc_version() {
+  int major = 0, minor = 0;
+  if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return "unknown";
+  return std::to_string(major) + "." + std::to_string(minor);
+}
+
+Sha256Digest cache_key(const std::string& source, const std::vector<std::string>& options, int sm) {
+  Sha256 h;
+  h.update_field("kernel_fusion fused kernel cubin");
+  h.update_field(source);
+  for (size_t i = 0; i < kEmbeddedHeaderCount; ++i) {
+    h.update_field(kEmbeddedHeaders[i].name);
+    h.update_field(std::string(kEmbeddedHeaders[i].text, kEmbeddedHeaders[i].size));
+  }
+  for (const std::string& o : options) h.update_field(o);
+  h.update_field("sm_" + std::to_string(sm));
+  h.update_field("nvrtc " + nvrtc_version());
+  return h.finish();
+}
+
+// KF_DUMP_SOURCE_DIR: each source as kf_fused_<first 16 hex digits of its SHA-256>.cu.
+void dump_source(const std::string& source) {
+  const char* dir = std::getenv("KF_DUMP_SOURCE_DIR");
+  if (dir == nullptr || *dir == '\0') return;
+  const std::string path = std::string(dir) + "/kf_fused_" +
+                           sha256(source.data(), source.size()).hex().substr(0, 16) + ".cu";
+  if (std::FILE* f = std::fopen(path.c_str(), "wb")) {
+    std::fwrite(source.data(), 1, source.size(), f);
+    std::fclose(f);
+  }
+}
+
+class NvrtcProgram {
+ public:
+  explicit NvrtcProgram(const std::string& source) {
+    std::vector<const char*> texts, names;
+    for (size_t i = 0; i < kEmbeddedHeaderCount; ++i) {
+      texts.push_back(kEmbeddedHeaders[i].text);
+      names.push_back(kEmbeddedHeaders[i].name);
+    }
+    check(nvrtcCreateProgram(&program_, source.c_str(), kProgramName,
+                             static_cast<int>(texts.size()), texts.data(), names.data()),
+          "creating the NVRTC program");
+  }
+  ~NvrtcProgram() { nvrtcDestroyProgram(&program_); }
+  NvrtcProgram(const NvrtcProgram&) = delete;
+  NvrtcProgram& operator=(const NvrtcProgram&) = delete;
+
+  // Compiles; on failure throws KF_ERROR_COMPILE with the log.
+  void compile(const std::vector<std::string>& options, int sm) {
+    std::vector<const char*> argv;
+    for (const std::string& o : options) argv.push_back(o.c_str());
+    const nvrtcResult r = nvrtcCompileProgram(program_, static_cast<int>(argv.size()), argv.data());
+    if (r != NVRTC_SUCCESS) {
+      fail(KF_ERROR_COMPILE, "NVRTC could not compile the generated kernel for sm_%d (%s):\n%s", sm,
+           nvrtcGetErrorString(r), log().c_str());
+    }
+  }
+
+  std::vector<char> cubin() {
+    size_t size = 0;
+    check(nvrtcGetCUBINSize(program_, &size), "reading the CUBIN size");
+    std::vector<char> code(size);
+    check(nvrtcGetCUBIN(program_, code.data()), "reading the CUBIN");
+    return code;
+  }
+
+ private:
+  std::string log() {
+    size_t size = 0;
+    if (nvrtcGetProgramLogSize(program_, &size) != NVRTC_SUCCESS || size == 0) return "(no log)";
+    std::string text(size, '\0');
+    if (nvrtcGetProgramLog(program_, &text[0]) != NVRTC_SUCCESS) return "(no log)";
+    while (!text.empty() && (text.back() == '\0' || text.back() == '\n')) text.pop_back();
+    return text;
+  }
+
+  static void check(nvrtcResult r, const char* what) {
+    if (r == NVRTC_ERROR_OUT_OF_MEMORY)
+      fail(KF_ERROR_OUT_OF_MEMORY, "NVRTC: %s: out of memory", what);
+    if (r != NVRTC_SUCCESS)
+      fail(KF_ERROR_INTERNAL, "NVRTC: %s failed: %s", what, nvrtcGetErrorString(r));
+  }
+
+  nvrtcProgram program_ = nullptr;
+};
+
+}  // namespace
+
+std::vector<char> compile_for_arch(const std::string& source, int sm, bool use_disk_cache,
+                                   kf_kernel_origin_t* origin) {
+  dump_source(source);
+  const std::vector<std::string> options = nvrtc_options(sm);
+  const std::string dir = use_disk_cache ? disk_cache_dir() : std::string();
+  Sha256Digest key;
+  if (!dir.empty()) {
+    key = cache_key(source, options, sm);
+    std::vector<char> cached;
+    if (disk_cache_load(dir, key, &cached)) {
+      if (origin != nullptr) *origin = KF_KERNEL_DISK_CACHE;
+      return cached;
+    }
+  }
+  NvrtcProgram program(source);
+  program.compile(options, sm);
+  std::vector<char> code = program.cubin();
+  if (!dir.empty()) disk_cache_store(dir, key, code);
+  if (origin != nullptr) *origin = KF_KERNEL_COMPILED;
+  return code;
+}
+
+}  // namespace fusion
+}  // namespace kf
+
+#else  // CPU-only build
+
+namespace kf {
+namespace fusion {
+
+std::vector<char> compile_for_arch(const std::string&, int, bool, kf_kernel_origin_t*) {
+  fail(KF_ERROR_NOT_SUPPORTED,
+       "this build has no CUDA backend (built with KF_ENABLE_CUDA=OFF): NVRTC compilation is "
+       "unavailable");
+}
+
+}  // namespace fusion
+}  // namespace kf
+
+#endif

@@ -1,0 +1,120 @@
+#include "core/fusion/kernel_params.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/runtime/error.hpp"
+#include "core/runtime/tensor.hpp"
+
+namespace kf {
+namespace fusion {
+namespace {
+
+constexpr int32_t kImageHeaderSlots = 6;  // out_h, out_w, crop x, y, w, h
+
+int64_t pointer_slot(const void* p) {
+  int64_t v;
+  static_assert(sizeof(p) == sizeof(v), "64-bit pointers");
+  std::memcpy(&v, &p, sizeof v);
+  return v;
+}
+
+// Row-major contiguous over shape (extent-1 dimensions may have any stride).
+bool contiguous(const Binding& b, int32_t rank, const int64_t* shape) {
+  int64_t expected = 1;
+  for (int32_t d = rank - 1; d >= 0; --d) {
+    if (shape[d] != 1 && b.strides[d] != expected) return false;
+    expected *= shape[d];
+  }
+  return true;
+}
+
+}  // namespace
+
+ParamLayout param_layout(const Graph& g, const kf_compile_options_t& options) {
+  ParamLayout l;
+  l.image = g.image;
+  l.n_inputs = static_cast<int32_t>(g.inputs.size());
+  l.n_outputs = static_cast<int32_t>(g.outputs.size());
+  l.n_values = static_cast<int32_t>(g.values.size());
+  l.value_slots = std::max(l.n_values, 1);
+  l.capacity = std::max(options.max_items, 1);
+  for (int32_t id : g.inputs) {
+    l.element_bytes.push_back(static_cast<int32_t>(dtype_size(g.nodes[id].dtype)));
+    if (!g.image) l.rank = std::max(l.rank, g.nodes[id].input.rank);
+  }
+  for (const Output& o : g.outputs) {
+    l.element_bytes.push_back(static_cast<int32_t>(dtype_size(g.nodes[o.node].dtype)));
+  }
+  l.shape_slots = std::max(l.rank, 1);
+  const int32_t narrowest = *std::min_element(l.element_bytes.begin(), l.element_bytes.end());
+  l.vector_elements = 16 / std::max(narrowest, 1);
+  const size_t bindings = l.element_bytes.size();
+  if (l.image) {
+    l.item_slots = kImageHeaderSlots + 7 * static_cast<size_t>(l.n_inputs) +
+                   4 * static_cast<size_t>(l.n_outputs);
+  } else {
+    l.item_slots = 2 + static_cast<size_t>(l.shape_slots) + bindings * (1 + l.shape_slots);
+  }
+  l.header_slots = static_cast<size_t>(l.value_slots) + 2;
+  KF_REQUIRE_ARG(l.header_slots * 8 <= kMaxParamBytes,
+                 "the graph has %d launch values: its parameter block (%zu bytes) exceeds the "
+                 "kernel parameter limit of %zu bytes",
+                 l.n_values, l.header_slots * 8, kMaxParamBytes);
+  const size_t inline_bytes = (l.header_slots + l.item_slots * l.capacity) * 8;
+  l.inline_items = inline_bytes <= kMaxParamBytes;
+  l.param_bytes = l.inline_items ? inline_bytes : l.header_slots * 8;
+  return l;
+}
+
+void encode_item(const ParamLayout& l, const Item& item, int64_t* dst) {
+  int64_t* s = dst;
+  if (l.image) {
+    *s++ = item.shape[0];
+    *s++ = item.shape[1];
+    *s++ = item.crop.x;
+    *s++ = item.crop.y;
+    *s++ = item.crop.width;
+    *s++ = item.crop.height;
+    for (const Binding& b : item.inputs) *s++ = pointer_slot(b.data);
+    for (const Binding& b : item.inputs)
+      for (int d = 0; d < 3; ++d) *s++ = d < b.rank ? b.shape[d] : 1;
+    for (const Binding& b : item.inputs)
+      for (int d = 0; d < 3; ++d) *s++ = d < b.rank ? b.strides[d] : 0;
+    for (const Binding& b : item.outputs) *s++ = pointer_slot(b.data);
+    for (const Binding& b : item.outputs)
+      for (int d = 0; d < 3; ++d) *s++ = b.strides[d];
+    return;
+  }
+  int64_t numel = 1;
+  for (int32_t d = 0; d < l.rank; ++d) numel *= item.shape[d];
+  bool all_contiguous = true, all_aligned = true;
+  size_t index = 0;
+  auto check = [&](const Binding& b) {
+    all_contiguous = all_contiguous && contiguous(b, l.rank, item.shape);
+    all_aligned = all_aligned && reinterpret_cast<uintptr_t>(b.data) % 16 == 0;
+    ++index;
+  };
+  for (const Binding& b : item.inputs) check(b);
+  for (const Binding& b : item.outputs) check(b);
+  *s++ = numel;
+  *s++ =
+      !all_contiguous ? kStrided : (all_aligned && l.vector_elements > 1 ? kVector : kContiguous);
+  for (int32_t d = 0; d < l.shape_slots; ++d) *s++ = d < l.rank ? item.shape[d] : 1;
+  for (const Binding& b : item.inputs) *s++ = pointer_slot(b.data);
+  for (const Binding& b : item.outputs) *s++ = pointer_slot(b.data);
+  auto strides = [&](const Binding& b) {
+    for (int32_t d = 0; d < l.shape_slots; ++d) *s++ = d < l.rank ? b.strides[d] : 0;
+  };
+  for (const Binding& b : item.inputs) strides(b);
+  for (const Binding& b : item.outputs) strides(b);
+}
+
+int64_t tensor_item_units(const ParamLayout& l, const Item& item) {
+  int64_t numel = 1;
+  for (int32_t d = 0; d < l.rank; ++d) numel *= item.shape[d];
+  return numel;
+}
+
+}  // namespace fusion
+}  // namespace kf

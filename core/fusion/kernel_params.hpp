@@ -1,0 +1,71 @@
+// The parameter block of a generated kernel: what codegen declares in the CUDA source and what
+// the CUDA program fills at every launch, from one description (ParamLayout) so that both sides
+// agree; the generated source also static_asserts the sizes computed here.
+//
+// Every field is 8 bytes (int64, double or pointer), so offsets are slot indices times 8 and the
+// host and device layouts cannot differ by padding. The block is one __grid_constant__ kernel
+// parameter:
+//   struct Params { double values[V]; long long n_items; const Item* items; Item inline_items[N]; }
+// values: the graph's launch values (Graph::values with this launch's overrides). Items are
+// inline (N = the capacity) when the whole block fits the 32764-byte kernel-parameter limit;
+// otherwise N = 0 and `items` points to a table uploaded to device memory per launch.
+//
+// Tensor graph item (S = max(rank, 1), B = inputs + outputs):
+//   numel, mode, shape[S], data[B], strides[B][S]       (mode: ItemMode)
+// Image graph item (inputs are [H, W, C] images or [H * 3 / 2, W] NV12 frames; outputs are
+// addressed (y, x, c) whatever their layout):
+//   out_h, out_w, crop_x, crop_y, crop_w, crop_h,
+//   in_data[I], in_shape[I][3], in_strides[I][3], out_data[O], out_strides[O][3]
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "core/fusion/graph.hpp"
+#include "core/fusion/program.hpp"
+
+namespace kf {
+namespace fusion {
+
+// The kernel-parameter limit of sm_70+ with CUDA 12.1+ (32764), rounded down to 8 bytes.
+constexpr size_t kMaxParamBytes = 32760;
+
+// How a tensor item is traversed (chosen per item at launch).
+enum ItemMode : int64_t {
+  kStrided = 0,     // any strides, broadcasting: coordinates from the linear index
+  kContiguous = 1,  // every binding row-major contiguous over the iteration shape
+  kVector = 2,      // contiguous, and every pointer 16-byte aligned: 16-byte loads and stores
+};
+
+struct ParamLayout {
+  bool image = false;
+  int32_t rank = 0;         // tensor graphs: the iteration rank
+  int32_t shape_slots = 1;  // tensor graphs: max(rank, 1)
+  int32_t n_inputs = 0;
+  int32_t n_outputs = 0;
+  int32_t n_values = 0;     // Graph::values.size()
+  int32_t value_slots = 1;  // max(n_values, 1)
+  int32_t capacity = 1;     // max_items
+  bool inline_items = true;
+  int32_t vector_elements = 1;  // tensor graphs: elements per 16-byte vector of the narrowest dtype
+  std::vector<int32_t> element_bytes;  // per binding: inputs, then outputs
+  size_t item_slots = 0;
+  size_t header_slots = 0;  // values, n_items, items
+  size_t param_bytes = 0;   // the whole kernel parameter
+
+  size_t item_bytes() const { return item_slots * 8; }
+};
+
+// Throws INVALID_ARGUMENT when even the header does not fit the parameter limit.
+ParamLayout param_layout(const Graph& g, const kf_compile_options_t& options);
+
+// Encodes one item into item_slots 8-byte slots at dst.
+void encode_item(const ParamLayout& layout, const Item& item, int64_t* dst);
+
+// The largest unit count of any item: elements (or vectors, in kVector mode) for tensor graphs.
+// Image graphs use the largest output width and height instead.
+int64_t tensor_item_units(const ParamLayout& layout, const Item& item);
+
+}  // namespace fusion
+}  // namespace kf
