@@ -2,9 +2,17 @@
 // and ahead-of-time NVRTC entries, and the kernel handle's lifetime and queries.
 #include "core/fusion/kernel.hpp"
 
+#include <chrono>
 #include <cstring>
+#include <memory>
 #include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
 
+#include "core/fusion/cuda_program.hpp"
+#include "core/fusion/graph_builder.hpp"
+#include "core/fusion/kernel_cache.hpp"
 #include "core/runtime/context.hpp"
 #include "core/runtime/error.hpp"
 #include "core/runtime/handle.hpp"
@@ -14,7 +22,110 @@ namespace kf {
 namespace fusion {
 namespace {
 
+// Capacities past this are refused outright (CUDA kernels also check their parameter block).
+constexpr int32_t kMaxItems = 1 << 20;
+
 const kf_fused_kernel_t* checked_kernel(const kf_fused_kernel_t* k) { return checked(k, "k"); }
+
+kf_compile_options_t read_options(const kf_compile_options_t* options) {
+  kf_compile_options_t o = KF_COMPILE_OPTIONS_INIT;
+  if (options == nullptr) return o;
+  KF_REQUIRE_ARG(options->struct_size >= sizeof(kf_compile_options_t),
+                 "options->struct_size is %zu; initialise the options with "
+                 "KF_COMPILE_OPTIONS_INIT (sizeof(kf_compile_options_t) is %zu)",
+                 options->struct_size, sizeof(kf_compile_options_t));
+  KF_REQUIRE_ARG(options->max_items >= 1 && options->max_items <= kMaxItems,
+                 "options->max_items is %d; the batch capacity is 1 to %d items",
+                 options->max_items, kMaxItems);
+  constexpr uint32_t known = KF_COMPILE_NO_DISK_CACHE | KF_COMPILE_NO_MEMORY_CACHE;
+  KF_REQUIRE_ARG((options->flags & ~known) == 0,
+                 "options->flags is 0x%x; only KF_COMPILE_NO_DISK_CACHE (1) and "
+                 "KF_COMPILE_NO_MEMORY_CACHE (2) are defined",
+                 options->flags);
+  o.max_items = options->max_items;
+  o.flags = options->flags;
+  return o;
+}
+
+// FNV-1a: stable across processes and builds, unlike std::hash.
+uint64_t hash_key(const std::string& key) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : key) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+// Copies source (NUL-terminated) to buffer; *length is set even when buffer is too small.
+void copy_source(const std::string& source, char* buffer, size_t capacity, size_t* length) {
+  KF_REQUIRE_ARG(length != nullptr, "length is NULL");
+  const size_t needed = source.size() + 1;
+  if (buffer != nullptr) {
+    if (capacity < needed) {
+      *length = needed;
+      fail(KF_ERROR_INVALID_ARGUMENT,
+           "buffer holds %zu bytes but the source needs %zu (*length is set to that; pass "
+           "buffer NULL to ask for the length alone)",
+           capacity, needed);
+    }
+    std::memcpy(buffer, source.c_str(), needed);
+  }
+  *length = needed;
+}
+
+// The generated source of a kernel: made on first request (CPU contexts have none).
+const std::string& kernel_source(const kf_fused_kernel_t* k) {
+  std::call_once(k->source_once, [k] {
+    if (k->ctx->is_cuda()) k->source = generate_cuda_source(k->graph, k->options);
+  });
+  return k->source;
+}
+
+kf_fused_kernel_t* compile(kf_graph_t* handle, const kf_compile_options_t* options) {
+  const auto start = std::chrono::steady_clock::now();
+  const kf_graph_t* g = checked_graph(handle, "g");
+  const kf_compile_options_t o = read_options(options);
+  require_outputs(g->graph);
+  kf_context_t* ctx = g->ctx;
+
+  auto k = std::make_unique<kf_fused_kernel_t>();
+  k->ctx = ctx;
+  k->graph = g->graph;
+  k->options = o;
+  k->value_rules = value_rules(k->graph);
+  for (const Node& n : k->graph.nodes) k->crops |= n.kind == NodeKind::read_image && n.read.crop;
+  const std::string key = k->graph.structure_key(o);
+  k->structure_hash = hash_key(key);
+
+  std::string source;  // set when this call generates it
+  const kf_fused_kernel_t* frozen = k.get();
+  auto build = [ctx, frozen, &o, &source](kf_kernel_origin_t* origin) {
+    if (!ctx->is_cuda()) {
+      if (origin != nullptr) *origin = KF_KERNEL_COMPILED;
+      return make_cpu_program(frozen->graph, o);
+    }
+    activate(ctx);
+    source = generate_cuda_source(frozen->graph, o);
+    return make_cuda_program(ctx, frozen->graph, o, source, origin);
+  };
+  kf_kernel_origin_t origin = KF_KERNEL_COMPILED;
+  k->program = (o.flags & KF_COMPILE_NO_MEMORY_CACHE) != 0
+                   ? build(&origin)
+                   : kernel_cache(ctx).get_or_build(key, build, &origin);
+  KF_REQUIRE(k->program != nullptr, KF_ERROR_INTERNAL, "the backend built no program");
+  if (!source.empty()) std::call_once(k->source_once, [&] { k->source = std::move(source); });
+  k->origin = origin;
+  k->compile_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+
+  std::lock_guard<std::mutex> lock(ctx->mutex);
+  ctx->fused_kernels.insert(k.get());
+  try {
+    register_handle(k.get(), HandleKind::fused_kernel);
+  } catch (...) {
+    ctx->fused_kernels.erase(k.get());
+    throw;
+  }
+  return k.release();
+}
 
 }  // namespace
 }  // namespace fusion
@@ -24,6 +135,54 @@ void delete_fused_kernel(kf_fused_kernel_t* k) noexcept { delete k; }
 }  // namespace kf
 
 extern "C" {
+
+kf_result_t kf_graph_compile(kf_graph_t* g, const kf_compile_options_t* options,
+                             kf_fused_kernel_t** out) {
+  return kf::api_call([&] {
+    KF_REQUIRE_ARG(out != nullptr, "out is NULL");
+    *out = kf::fusion::compile(g, options);
+  });
+}
+
+kf_result_t kf_graph_get_source(kf_graph_t* g, const kf_compile_options_t* options, char* buffer,
+                                size_t capacity, size_t* length) {
+  return kf::api_call([&] {
+    const kf_graph_t* graph = kf::fusion::checked_graph(g, "g");
+    KF_REQUIRE_ARG(length != nullptr, "length is NULL");
+    const kf_compile_options_t o = kf::fusion::read_options(options);
+    kf::fusion::require_outputs(graph->graph);
+    kf::fusion::copy_source(kf::fusion::generate_cuda_source(graph->graph, o), buffer, capacity,
+                            length);
+  });
+}
+
+kf_result_t kf_graph_compile_for_arch(kf_graph_t* g, const kf_compile_options_t* options,
+                                      int32_t sm, size_t* cubin_bytes, kf_kernel_origin_t* origin) {
+  return kf::api_call([&] {
+    const kf_graph_t* graph = kf::fusion::checked_graph(g, "g");
+    const kf_compile_options_t o = kf::fusion::read_options(options);
+    kf::fusion::require_outputs(graph->graph);
+    KF_REQUIRE_ARG(sm >= 50,
+                   "sm is %d; give a compute capability as major * 10 + minor, 50 or "
+                   "more (e.g. 80, 90)",
+                   sm);
+    const std::string source = kf::fusion::generate_cuda_source(graph->graph, o);
+    kf_kernel_origin_t from = KF_KERNEL_COMPILED;
+    const std::vector<char> cubin =
+        kf::fusion::compile_for_arch(source, sm, (o.flags & KF_COMPILE_NO_DISK_CACHE) == 0, &from);
+    if (cubin_bytes != nullptr) *cubin_bytes = cubin.size();
+    if (origin != nullptr) *origin = from;
+  });
+}
+
+kf_result_t kf_fused_kernel_get_source(const kf_fused_kernel_t* k, char* buffer, size_t capacity,
+                                       size_t* length) {
+  return kf::api_call([&] {
+    kf::fusion::checked_kernel(k);
+    KF_REQUIRE_ARG(length != nullptr, "length is NULL");
+    kf::fusion::copy_source(kf::fusion::kernel_source(k), buffer, capacity, length);
+  });
+}
 
 kf_result_t kf_fused_kernel_destroy(kf_fused_kernel_t* k) {
   return kf::api_call([&] {

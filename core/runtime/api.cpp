@@ -68,7 +68,29 @@ KF_FROZEN(fused_batch_norm_activation, 416);
 KF_FROZEN(reduce, 424);
 KF_FROZEN(reduce_sum_squared, 432);
 KF_FROZEN(reduce_mean_abs, 440);
-static_assert(sizeof(kf_api_t) == 448, "kf_api_t version 1 has 54 functions");
+KF_FROZEN(graph_create, 448);
+KF_FROZEN(graph_destroy, 456);
+KF_FROZEN(graph_input, 464);
+KF_FROZEN(graph_scalar, 472);
+KF_FROZEN(graph_constant, 480);
+KF_FROZEN(graph_unary, 488);
+KF_FROZEN(graph_activation, 496);
+KF_FROZEN(graph_binary, 504);
+KF_FROZEN(graph_clamp, 512);
+KF_FROZEN(graph_where, 520);
+KF_FROZEN(graph_cast, 528);
+KF_FROZEN(graph_read_image, 536);
+KF_FROZEN(graph_color_convert, 544);
+KF_FROZEN(graph_normalize, 552);
+KF_FROZEN(graph_output, 560);
+KF_FROZEN(graph_compile, 568);
+KF_FROZEN(graph_get_source, 576);
+KF_FROZEN(graph_compile_for_arch, 584);
+KF_FROZEN(fused_kernel_destroy, 592);
+KF_FROZEN(fused_kernel_get_info, 600);
+KF_FROZEN(fused_kernel_get_source, 608);
+KF_FROZEN(fused_kernel_launch, 616);
+static_assert(sizeof(kf_api_t) == 624, "kf_api_t version 1 has 76 functions");
 #undef KF_FROZEN
 
 const kf_api_t kApiV1 = {
@@ -129,6 +151,28 @@ const kf_api_t kApiV1 = {
     &kf_reduce,
     &kf_reduce_sum_squared,
     &kf_reduce_mean_abs,
+    &kf_graph_create,
+    &kf_graph_destroy,
+    &kf_graph_input,
+    &kf_graph_scalar,
+    &kf_graph_constant,
+    &kf_graph_unary,
+    &kf_graph_activation,
+    &kf_graph_binary,
+    &kf_graph_clamp,
+    &kf_graph_where,
+    &kf_graph_cast,
+    &kf_graph_read_image,
+    &kf_graph_color_convert,
+    &kf_graph_normalize,
+    &kf_graph_output,
+    &kf_graph_compile,
+    &kf_graph_get_source,
+    &kf_graph_compile_for_arch,
+    &kf_fused_kernel_destroy,
+    &kf_fused_kernel_get_info,
+    &kf_fused_kernel_get_source,
+    &kf_fused_kernel_launch,
 };
 
 }  // namespace

@@ -92,6 +92,8 @@ kf_tensor_t* checked_output(kf_tensor_t* t, const kf_context_t* ctx, const char*
 // its home stream. Cheap no-op on the CPU and on the home stream.
 void prepare_for_stream(const kf_tensor_t* t, kf_stream_t* s);
 
+// [first, end) bytes reached by a tensor; empty (first == end) for a tensor without elements.
+void byte_range(const kf_tensor_t* t, uintptr_t* first, uintptr_t* end) noexcept;
 // True when the byte ranges [first, last] spanned by two tensors intersect.
 bool may_overlap(const kf_tensor_t* x, const kf_tensor_t* y) noexcept;
 // True when x and y describe exactly the same elements (same data pointer, shape and strides).

@@ -173,9 +173,7 @@ void prepare_for_stream(const kf_tensor_t* t, kf_stream_t* s) {
   cuda::stream_wait_event(s->native, t->ready_event);
 }
 
-namespace {
-// [first, end) bytes reached by a tensor; empty for a tensor without elements.
-void byte_range(const kf_tensor_t* t, uintptr_t* first, uintptr_t* end) {
+void byte_range(const kf_tensor_t* t, uintptr_t* first, uintptr_t* end) noexcept {
   *first = reinterpret_cast<uintptr_t>(t->data);
   *end = *first;
   if (element_count(t->desc) == 0) return;
@@ -184,7 +182,6 @@ void byte_range(const kf_tensor_t* t, uintptr_t* first, uintptr_t* end) {
     last += static_cast<uint64_t>(t->desc.shape[i] - 1) * t->desc.strides[i];
   *end = *first + (last + 1) * dtype_size(t->desc.dtype);
 }
-}  // namespace
 
 bool may_overlap(const kf_tensor_t* x, const kf_tensor_t* y) noexcept {
   uintptr_t x0, x1, y0, y1;

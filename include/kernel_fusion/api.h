@@ -10,6 +10,7 @@
 #define KERNEL_FUSION_API_H
 
 #include "kernel_fusion/dlpack.h"
+#include "kernel_fusion/graph.h"
 #include "kernel_fusion/ops.h"
 #include "kernel_fusion/runtime.h"
 
@@ -132,6 +133,47 @@ typedef struct kf_api_t {
                                     int32_t, kf_stream_t*); /**< kf_reduce_sum_squared(). */
   kf_result_t (*reduce_mean_abs)(kf_context_t*, const kf_tensor_t*, kf_tensor_t*, int32_t, int32_t,
                                  kf_stream_t*); /**< kf_reduce_mean_abs(). */
+  /* fusion engine (graph.h) */
+  kf_result_t (*graph_create)(kf_context_t*, kf_graph_t**); /**< kf_graph_create(). */
+  kf_result_t (*graph_destroy)(kf_graph_t*);                /**< kf_graph_destroy(). */
+  kf_result_t (*graph_input)(kf_graph_t*, const kf_graph_input_desc_t*,
+                             int32_t*);                       /**< kf_graph_input(). */
+  kf_result_t (*graph_scalar)(kf_graph_t*, double, int32_t*); /**< kf_graph_scalar(). */
+  kf_result_t (*graph_constant)(kf_graph_t*, int32_t, const double*,
+                                int32_t*); /**< kf_graph_constant(). */
+  kf_result_t (*graph_unary)(kf_graph_t*, kf_unary_op_t, int32_t,
+                             int32_t*); /**< kf_graph_unary(). */
+  kf_result_t (*graph_activation)(kf_graph_t*, kf_activation_t, int32_t,
+                                  int32_t*); /**< kf_graph_activation(). */
+  kf_result_t (*graph_binary)(kf_graph_t*, kf_binary_op_t, int32_t, int32_t,
+                              int32_t*); /**< kf_graph_binary(). */
+  kf_result_t (*graph_clamp)(kf_graph_t*, int32_t, int32_t, int32_t,
+                             int32_t*); /**< kf_graph_clamp(). */
+  kf_result_t (*graph_where)(kf_graph_t*, int32_t, int32_t, int32_t,
+                             int32_t*); /**< kf_graph_where(). */
+  kf_result_t (*graph_cast)(kf_graph_t*, int32_t, kf_dtype_t, kf_cast_mode_t,
+                            int32_t*); /**< kf_graph_cast(). */
+  kf_result_t (*graph_read_image)(kf_graph_t*, int32_t, const kf_image_read_desc_t*,
+                                  int32_t*); /**< kf_graph_read_image(). */
+  kf_result_t (*graph_color_convert)(kf_graph_t*, int32_t, kf_color_conversion_t,
+                                     int32_t*); /**< kf_graph_color_convert(). */
+  kf_result_t (*graph_normalize)(kf_graph_t*, int32_t, double, const double*, const double*,
+                                 int32_t*); /**< kf_graph_normalize(). */
+  kf_result_t (*graph_output)(kf_graph_t*, int32_t, const kf_graph_output_desc_t*,
+                              int32_t*); /**< kf_graph_output(). */
+  kf_result_t (*graph_compile)(kf_graph_t*, const kf_compile_options_t*,
+                               kf_fused_kernel_t**); /**< kf_graph_compile(). */
+  kf_result_t (*graph_get_source)(kf_graph_t*, const kf_compile_options_t*, char*, size_t,
+                                  size_t*); /**< kf_graph_get_source(). */
+  kf_result_t (*graph_compile_for_arch)(kf_graph_t*, const kf_compile_options_t*, int32_t, size_t*,
+                                        kf_kernel_origin_t*); /**< kf_graph_compile_for_arch(). */
+  kf_result_t (*fused_kernel_destroy)(kf_fused_kernel_t*);    /**< kf_fused_kernel_destroy(). */
+  kf_result_t (*fused_kernel_get_info)(const kf_fused_kernel_t*,
+                                       kf_fused_kernel_info_t*); /**< kf_fused_kernel_get_info(). */
+  kf_result_t (*fused_kernel_get_source)(const kf_fused_kernel_t*, char*, size_t,
+                                         size_t*); /**< kf_fused_kernel_get_source(). */
+  kf_result_t (*fused_kernel_launch)(const kf_fused_kernel_t*, const kf_launch_args_t*,
+                                     kf_stream_t*); /**< kf_fused_kernel_launch(). */
 } kf_api_t;
 
 /**

@@ -7,8 +7,9 @@
  * message. The wrapper adds no state of its own and compiles against the C ABI only, so it works
  * with any build of libkernel_fusion of the same major version.
  *
- * Destroying a Context invalidates the streams, events and tensors created from it; their
- * wrappers may still be destroyed afterwards (the library rejects the stale handle harmlessly).
+ * Destroying a Context invalidates the streams, events, tensors, graphs and fused kernels created
+ * from it; their wrappers may still be destroyed afterwards (the library rejects the stale handle
+ * harmlessly).
  *
  * @code
  * kernel_fusion::Context ctx = kernel_fusion::Context::cpu();
@@ -25,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -112,6 +114,12 @@ struct DestroyEvent {
 };
 struct DestroyTensor {
   kf_result_t operator()(kf_tensor_t* h) const noexcept { return kf_tensor_destroy(h); }
+};
+struct DestroyGraph {
+  kf_result_t operator()(kf_graph_t* h) const noexcept { return kf_graph_destroy(h); }
+};
+struct DestroyFusedKernel {
+  kf_result_t operator()(kf_fused_kernel_t* h) const noexcept { return kf_fused_kernel_destroy(h); }
 };
 
 }  // namespace detail
@@ -652,6 +660,343 @@ inline void fused_elementwise_mul_activation(const Context& ctx, const Tensor& a
                                              const Stream* stream = nullptr) {
   check(kf_fused_elementwise_mul_activation(ctx.get(), a.get(), b.get(), out.get(), act,
                                             stream != nullptr ? stream->get() : nullptr));
+}
+
+class FusedKernel;
+
+/**
+ * @brief A fusion graph under construction (kf_graph_t): declare inputs, add nodes, mark
+ *        outputs, compile. Every method returns the new node's id and throws Error on a
+ *        violated rule (see graph.h).
+ *
+ * @code
+ * kernel_fusion::Graph graph(ctx);
+ * int32_t x = graph.tensor_input(KF_DTYPE_FLOAT32, 2);
+ * graph.output(graph.activation(KF_ACTIVATION_GELU, graph.binary(KF_BINARY_MUL, x,
+ *                                                                 graph.scalar(0.5))));
+ * kernel_fusion::FusedKernel kernel = graph.compile();
+ * kernel.launch({x_tensor.get()}, {out_tensor.get()});
+ * @endcode
+ */
+class Graph {
+ public:
+  /** @brief An empty wrapper that owns nothing. */
+  Graph() noexcept = default;
+
+  /**
+   * @brief Creates an empty graph (kf_graph_create()).
+   * @param ctx The context whose kernels the graph compiles to.
+   */
+  explicit Graph(const Context& ctx) {
+    kf_graph_t* handle = nullptr;
+    check(kf_graph_create(ctx.get(), &handle));
+    handle_.reset(handle);
+  }
+
+  /**
+   * @brief Takes ownership of a graph handle created through the C API.
+   * @param owned The handle; destroyed with this object.
+   */
+  explicit Graph(kf_graph_t* owned) noexcept : handle_(owned) {}
+
+  /** @brief The C handle (still owned by this object). @return The handle, or NULL if empty. */
+  kf_graph_t* get() const noexcept { return handle_.get(); }
+  /** @brief Gives up ownership. @return The handle, which the caller must destroy. */
+  kf_graph_t* release() noexcept { return handle_.release(); }
+  /** @brief Whether this object owns a handle. @return True unless empty or moved from. */
+  explicit operator bool() const noexcept { return static_cast<bool>(handle_); }
+
+  /** @brief Declares an input (kf_graph_input()). @param desc The declaration. @return Its id. */
+  int32_t input(const kf_graph_input_desc_t& desc) {
+    return node([&](int32_t* id) { return kf_graph_input(get(), &desc, id); });
+  }
+
+  /**
+   * @brief Declares a tensor input.
+   * @param dtype Element type.
+   * @param rank Declared rank (0..#KF_MAX_DIMS).
+   * @return Its id.
+   */
+  int32_t tensor_input(kf_dtype_t dtype, int32_t rank) {
+    kf_graph_input_desc_t desc = KF_GRAPH_INPUT_DESC_INIT;
+    desc.dtype = dtype;
+    desc.rank = rank;
+    return input(desc);
+  }
+
+  /**
+   * @brief Declares an HWC image input.
+   * @param dtype Element type.
+   * @param channels 1, 3 or 4.
+   * @return Its id.
+   */
+  int32_t image_input(kf_dtype_t dtype, int32_t channels) {
+    kf_graph_input_desc_t desc = KF_GRAPH_INPUT_DESC_INIT;
+    desc.kind = KF_INPUT_IMAGE;
+    desc.dtype = dtype;
+    desc.rank = 3;
+    desc.channels = channels;
+    return input(desc);
+  }
+
+  /** @brief Declares an NV12 frame input (u8, [H * 3 / 2, W]). @return Its id. */
+  int32_t nv12_input() {
+    kf_graph_input_desc_t desc = KF_GRAPH_INPUT_DESC_INIT;
+    desc.kind = KF_INPUT_NV12;
+    desc.dtype = KF_DTYPE_UINT8;
+    desc.rank = 2;
+    return input(desc);
+  }
+
+  /** @brief A scalar constant (kf_graph_scalar()). @param value Default value. @return Its id. */
+  int32_t scalar(double value) {
+    return node([&](int32_t* id) { return kf_graph_scalar(get(), value, id); });
+  }
+
+  /**
+   * @brief A per-channel constant (kf_graph_constant()).
+   * @param values 1 to 4 default values, one per channel.
+   * @return Its id.
+   */
+  int32_t constant(const std::vector<double>& values) {
+    return node([&](int32_t* id) {
+      return kf_graph_constant(get(), static_cast<int32_t>(values.size()), values.data(), id);
+    });
+  }
+
+  /** @brief op(x) (kf_graph_unary()). @param op Operation. @param x Operand. @return Its id. */
+  int32_t unary(kf_unary_op_t op, int32_t x) {
+    return node([&](int32_t* id) { return kf_graph_unary(get(), op, x, id); });
+  }
+
+  /** @brief act(x) (kf_graph_activation()). @param act Activation. @param x Operand.
+   *  @return Its id. */
+  int32_t activation(kf_activation_t act, int32_t x) {
+    return node([&](int32_t* id) { return kf_graph_activation(get(), act, x, id); });
+  }
+
+  /**
+   * @brief op(a, b) (kf_graph_binary()).
+   * @param op Operation.
+   * @param a First operand.
+   * @param b Second operand.
+   * @return Its id.
+   */
+  int32_t binary(kf_binary_op_t op, int32_t a, int32_t b) {
+    return node([&](int32_t* id) { return kf_graph_binary(get(), op, a, b, id); });
+  }
+
+  /**
+   * @brief min(max(x, lo), hi) (kf_graph_clamp()).
+   * @param x Operand.
+   * @param lo Lower bound node.
+   * @param hi Upper bound node.
+   * @return Its id.
+   */
+  int32_t clamp(int32_t x, int32_t lo, int32_t hi) {
+    return node([&](int32_t* id) { return kf_graph_clamp(get(), x, lo, hi, id); });
+  }
+
+  /**
+   * @brief cond != 0 ? a : b (kf_graph_where()).
+   * @param cond Condition.
+   * @param a Taken where cond is nonzero.
+   * @param b Taken elsewhere.
+   * @return Its id.
+   */
+  int32_t where(int32_t cond, int32_t a, int32_t b) {
+    return node([&](int32_t* id) { return kf_graph_where(get(), cond, a, b, id); });
+  }
+
+  /**
+   * @brief x converted to @p dtype (kf_graph_cast()).
+   * @param x Operand.
+   * @param dtype Target dtype.
+   * @param mode Wrap, saturate, or saturate with rounding.
+   * @return Its id.
+   */
+  int32_t cast(int32_t x, kf_dtype_t dtype, kf_cast_mode_t mode = KF_CAST_WRAP) {
+    return node([&](int32_t* id) { return kf_graph_cast(get(), x, dtype, mode, id); });
+  }
+
+  /**
+   * @brief Reads an image input at the output pixel (kf_graph_read_image()).
+   * @param image The image or NV12 input.
+   * @param desc Crop, interpolation, border and colour options.
+   * @return Its id.
+   */
+  int32_t read_image(int32_t image, const kf_image_read_desc_t& desc) {
+    return node([&](int32_t* id) { return kf_graph_read_image(get(), image, &desc, id); });
+  }
+
+  /** @brief Reads a whole image, no resize (#KF_IMAGE_READ_DESC_INIT). @param image The input.
+   *  @return Its id. */
+  int32_t read_image(int32_t image) {
+    const kf_image_read_desc_t desc = KF_IMAGE_READ_DESC_INIT;
+    return read_image(image, desc);
+  }
+
+  /**
+   * @brief Converts a pixel's channels (kf_graph_color_convert()).
+   * @param x Operand.
+   * @param conversion The conversion.
+   * @return Its id.
+   */
+  int32_t color_convert(int32_t x, kf_color_conversion_t conversion) {
+    return node([&](int32_t* id) { return kf_graph_color_convert(get(), x, conversion, id); });
+  }
+
+  /**
+   * @brief (x * scale - mean[c]) / std[c] (kf_graph_normalize()).
+   * @param x Operand of C channels.
+   * @param scale Scale.
+   * @param mean C values (up to 4).
+   * @param std C values (up to 4).
+   * @return Its id. Fewer than C values reach the library as NaN means and zero stds, which it
+   *         refuses with a message naming the missing channel.
+   */
+  int32_t normalize(int32_t x, double scale, const std::vector<double>& mean,
+                    const std::vector<double>& std) {
+    if (mean.size() > 4 || std.size() > 4) {
+      throw Error(KF_ERROR_INVALID_ARGUMENT, "normalize takes at most 4 mean and std values");
+    }
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    double m[4] = {nan, nan, nan, nan};
+    double s[4] = {0.0, 0.0, 0.0, 0.0};
+    for (size_t c = 0; c < mean.size(); ++c) m[c] = mean[c];
+    for (size_t c = 0; c < std.size(); ++c) s[c] = std[c];
+    return node([&](int32_t* id) { return kf_graph_normalize(get(), x, scale, m, s, id); });
+  }
+
+  /**
+   * @brief Marks an output (kf_graph_output()).
+   * @param node_id The node written.
+   * @param layout As-is or planar (image graphs).
+   * @param batched One [N, ...] tensor for all items (image graphs).
+   * @return Its position among the outputs.
+   */
+  int32_t output(int32_t node_id, kf_output_layout_t layout = KF_OUTPUT_AS_IS,
+                 bool batched = false) {
+    kf_graph_output_desc_t desc = KF_GRAPH_OUTPUT_DESC_INIT;
+    desc.layout = layout;
+    desc.batched = batched ? 1 : 0;
+    return node([&](int32_t* index) { return kf_graph_output(get(), node_id, &desc, index); });
+  }
+
+  /**
+   * @brief Compiles the graph (kf_graph_compile()).
+   * @param max_items Batch capacity.
+   * @param flags KF_COMPILE_* flags.
+   * @return The kernel.
+   */
+  inline FusedKernel compile(int32_t max_items = 1, uint32_t flags = 0) const;
+
+  /**
+   * @brief The CUDA source generated for the graph (kf_graph_get_source()); any context.
+   * @param max_items Batch capacity.
+   * @return The source text.
+   */
+  std::string source(int32_t max_items = 1) const {
+    kf_compile_options_t options = KF_COMPILE_OPTIONS_INIT;
+    options.max_items = max_items;
+    size_t length = 0;
+    check(kf_graph_get_source(get(), &options, nullptr, 0, &length));
+    std::string text(length, '\0');
+    check(kf_graph_get_source(get(), &options, &text[0], text.size(), &length));
+    text.resize(length - 1);
+    return text;
+  }
+
+ private:
+  template <class Call>
+  int32_t node(Call call) {
+    int32_t id = -1;
+    check(call(&id));
+    return id;
+  }
+  detail::UniqueHandle<kf_graph_t, detail::DestroyGraph> handle_;
+};
+
+/** @brief A compiled graph (kf_fused_kernel_t): immutable, launchable from many threads. */
+class FusedKernel {
+ public:
+  /** @brief An empty wrapper that owns nothing. */
+  FusedKernel() noexcept = default;
+
+  /**
+   * @brief Takes ownership of a kernel handle created through the C API.
+   * @param owned The handle; destroyed with this object.
+   */
+  explicit FusedKernel(kf_fused_kernel_t* owned) noexcept : handle_(owned) {}
+
+  /** @brief The C handle (still owned by this object). @return The handle, or NULL if empty. */
+  kf_fused_kernel_t* get() const noexcept { return handle_.get(); }
+  /** @brief Gives up ownership. @return The handle, which the caller must destroy. */
+  kf_fused_kernel_t* release() noexcept { return handle_.release(); }
+  /** @brief Whether this object owns a handle. @return True unless empty or moved from. */
+  explicit operator bool() const noexcept { return static_cast<bool>(handle_); }
+
+  /** @brief Facts about the kernel (kf_fused_kernel_get_info()). @return The facts. */
+  kf_fused_kernel_info_t info() const {
+    kf_fused_kernel_info_t facts{};
+    facts.struct_size = sizeof facts;
+    check(kf_fused_kernel_get_info(get(), &facts));
+    return facts;
+  }
+
+  /** @brief The generated CUDA source (empty on CPU contexts). @return The source text. */
+  std::string source() const {
+    size_t length = 0;
+    check(kf_fused_kernel_get_source(get(), nullptr, 0, &length));
+    std::string text(length, '\0');
+    check(kf_fused_kernel_get_source(get(), &text[0], text.size(), &length));
+    text.resize(length - 1);
+    return text;
+  }
+
+  /**
+   * @brief Runs the kernel (kf_fused_kernel_launch()).
+   * @param args Tensors, crops and value overrides of every item.
+   * @param stream The stream, or NULL for the context's default stream.
+   */
+  void launch(const kf_launch_args_t& args, const Stream* stream = nullptr) const {
+    check(kf_fused_kernel_launch(get(), &args, stream != nullptr ? stream->get() : nullptr));
+  }
+
+  /**
+   * @brief Runs the kernel on @p n_items items.
+   * @param inputs n_items * n_inputs tensors, item-major.
+   * @param outputs n_items * n_outputs tensors, item-major.
+   * @param n_items Items in this launch.
+   * @param values Value overrides.
+   * @param crops n_items rectangles when a read crops, else empty.
+   * @param stream The stream, or NULL for the context's default stream.
+   */
+  void launch(const std::vector<const kf_tensor_t*>& inputs,
+              const std::vector<kf_tensor_t*>& outputs, int32_t n_items = 1,
+              const std::vector<kf_fused_value_t>& values = {},
+              const std::vector<kf_rect_t>& crops = {}, const Stream* stream = nullptr) const {
+    kf_launch_args_t args = KF_LAUNCH_ARGS_INIT;
+    args.n_items = n_items;
+    args.inputs = inputs.data();
+    args.outputs = outputs.data();
+    args.crops = crops.empty() ? nullptr : crops.data();
+    args.values = values.empty() ? nullptr : values.data();
+    args.n_values = values.size();
+    launch(args, stream);
+  }
+
+ private:
+  detail::UniqueHandle<kf_fused_kernel_t, detail::DestroyFusedKernel> handle_;
+};
+
+inline FusedKernel Graph::compile(int32_t max_items, uint32_t flags) const {
+  kf_compile_options_t options = KF_COMPILE_OPTIONS_INIT;
+  options.max_items = max_items;
+  options.flags = flags;
+  kf_fused_kernel_t* handle = nullptr;
+  check(kf_graph_compile(get(), &options, &handle));
+  return FusedKernel(handle);
 }
 
 }  // namespace kernel_fusion

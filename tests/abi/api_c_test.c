@@ -1,6 +1,6 @@
 /* The C API used from plain C, as a C program would (after oneDNN's tests/api.c): library
  * information, devices, a CPU context, streams, events, tensors, views, borrowed memory, both
- * fused ops against a float64 reference, memory statistics and error reporting. */
+ * fused ops against a float64 reference, a fusion graph, memory statistics and error reporting. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -315,6 +315,93 @@ static void test_errors(kf_context_t* ctx) {
   CHECK_ERROR(kf_context_create(&config, &dead), KF_ERROR_VERSION_MISMATCH);
 }
 
+/* The fusion engine from C: out = relu(x * factor + y) with y broadcast over rows, compiled for
+ * two items and launched with a value override in the second launch; then one builder error. */
+static void test_fusion_graph(kf_context_t* ctx, kf_stream_t* stream) {
+  enum { ROWS = 3, COLS = 5 };
+  static float x_host[ROWS * COLS], y_host[COLS], out_host[ROWS * COLS];
+  kf_tensor_desc_t xd = {2, {ROWS, COLS}, {0}, KF_DTYPE_FLOAT32};
+  kf_tensor_desc_t yd = {1, {COLS}, {0}, KF_DTYPE_FLOAT32};
+  kf_graph_input_desc_t input = KF_GRAPH_INPUT_DESC_INIT;
+  kf_compile_options_t options = KF_COMPILE_OPTIONS_INIT;
+  kf_launch_args_t args = KF_LAUNCH_ARGS_INIT;
+  kf_fused_kernel_info_t info;
+  kf_fused_value_t override_factor;
+  kf_graph_t* graph = NULL;
+  kf_fused_kernel_t* kernel = NULL;
+  kf_tensor_t *x = NULL, *y = NULL, *out = NULL;
+  const kf_tensor_t* inputs[2];
+  kf_tensor_t* outputs[1];
+  int32_t xn, yn, factor, product, sum, result, index = -1, bad = -1;
+  double factors[2] = {2.0, -0.5};
+  int pass, i;
+
+  for (i = 0; i < ROWS * COLS; ++i) x_host[i] = random_value();
+  for (i = 0; i < COLS; ++i) y_host[i] = random_value();
+  CHECK_OK(kf_tensor_create(ctx, &xd, &x));
+  CHECK_OK(kf_tensor_create(ctx, &yd, &y));
+  CHECK_OK(kf_tensor_create(ctx, &xd, &out));
+  CHECK_OK(kf_tensor_copy_from_host(x, x_host, sizeof x_host, stream));
+  CHECK_OK(kf_tensor_copy_from_host(y, y_host, sizeof y_host, stream));
+
+  CHECK_OK(kf_graph_create(ctx, &graph));
+  input.rank = 2;
+  CHECK_OK(kf_graph_input(graph, &input, &xn));
+  input.rank = 1;
+  CHECK_OK(kf_graph_input(graph, &input, &yn));
+  CHECK_OK(kf_graph_scalar(graph, factors[0], &factor));
+  CHECK_OK(kf_graph_binary(graph, KF_BINARY_MUL, xn, factor, &product));
+  CHECK_OK(kf_graph_binary(graph, KF_BINARY_ADD, product, yn, &sum));
+  CHECK_OK(kf_graph_activation(graph, KF_ACTIVATION_RELU, sum, &result));
+  CHECK_OK(kf_graph_output(graph, result, NULL, &index));
+  CHECK(index == 0, "first output has index %d", (int)index);
+  options.max_items = 2;
+  CHECK_OK(kf_graph_compile(graph, &options, &kernel));
+  CHECK_OK(kf_graph_destroy(graph)); /* the kernel keeps what it needs */
+
+  info.struct_size = sizeof info;
+  CHECK_OK(kf_fused_kernel_get_info(kernel, &info));
+  CHECK(info.n_inputs == 2 && info.n_outputs == 1 && info.max_items == 2,
+        "kernel info: %d inputs, %d outputs, %d items", (int)info.n_inputs, (int)info.n_outputs,
+        (int)info.max_items);
+
+  inputs[0] = x;
+  inputs[1] = y;
+  outputs[0] = out;
+  args.inputs = inputs;
+  args.outputs = outputs;
+  override_factor.node = factor;
+  override_factor.index = 0;
+  override_factor.value = factors[1];
+  for (pass = 0; pass < 2; ++pass) {
+    args.values = pass == 0 ? NULL : &override_factor;
+    args.n_values = pass == 0 ? 0 : 1;
+    CHECK_OK(kf_fused_kernel_launch(kernel, &args, stream));
+    CHECK_OK(kf_tensor_copy_to_host(out, out_host, sizeof out_host, stream));
+    for (i = 0; i < ROWS * COLS; ++i) {
+      double want = (float)((float)(x_host[i] * factors[pass]) + y_host[i % COLS]);
+      if (want < 0.0) want = 0.0;
+      CHECK(close_enough(out_host[i], want), "fused graph pass %d [%d]: %g, expected %g", pass, i,
+            (double)out_host[i], want);
+    }
+  }
+  args.n_items = 3;
+  CHECK_ERROR(kf_fused_kernel_launch(kernel, &args, stream), KF_ERROR_INVALID_ARGUMENT);
+  CHECK_OK(kf_fused_kernel_destroy(kernel));
+  CHECK_ERROR(kf_fused_kernel_destroy(kernel), KF_ERROR_INVALID_HANDLE);
+
+  CHECK_OK(kf_graph_create(ctx, &graph));
+  input.dtype = KF_DTYPE_INT32;
+  CHECK_OK(kf_graph_input(graph, &input, &xn));
+  CHECK_ERROR(kf_graph_unary(graph, KF_UNARY_SQRT, xn, &bad), KF_ERROR_DTYPE_MISMATCH);
+  CHECK(bad == -1, "a failing call wrote its out-parameter (%d)", (int)bad);
+  CHECK_OK(kf_graph_destroy(graph));
+
+  CHECK_OK(kf_tensor_destroy(x));
+  CHECK_OK(kf_tensor_destroy(y));
+  CHECK_OK(kf_tensor_destroy(out));
+}
+
 int main(void) {
   kf_context_config_t config = KF_CONTEXT_CONFIG_INIT;
   kf_context_t* ctx = NULL;
@@ -333,6 +420,7 @@ int main(void) {
 
   test_streams_and_events(ctx, &stream);
   test_ops(ctx, stream);
+  test_fusion_graph(ctx, stream);
   test_borrowed_memory(ctx);
   test_memory_stats(ctx);
   test_errors(ctx);

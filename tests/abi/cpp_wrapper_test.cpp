@@ -4,8 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -17,6 +19,8 @@ static_assert(!std::is_copy_constructible<kf::Context>::value, "handles are move
 static_assert(!std::is_copy_assignable<kf::Tensor>::value, "handles are move-only");
 static_assert(std::is_nothrow_move_constructible<kf::Stream>::value, "moves never throw");
 static_assert(std::is_nothrow_move_assignable<kf::Event>::value, "moves never throw");
+static_assert(!std::is_copy_constructible<kf::Graph>::value, "handles are move-only");
+static_assert(std::is_nothrow_move_assignable<kf::FusedKernel>::value, "moves never throw");
 
 std::vector<float> random_values(size_t count, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -204,6 +208,51 @@ TEST(CppWrapper, MemoryStats) {
   ctx.trim_memory();
   EXPECT_EQ(ctx.memory_stats().in_use_bytes, before);
   EXPECT_GT(kf::version(), 0u);
+}
+
+TEST(CppWrapper, FusionGraphCompilesAndLaunches) {
+  kf::Context ctx = kf::Context::cpu(2);
+  kf::Graph graph(ctx);
+  const int32_t x = graph.tensor_input(KF_DTYPE_FLOAT32, 2);
+  const int32_t half = graph.scalar(0.5);
+  const int32_t y = graph.activation(KF_ACTIVATION_GELU, graph.binary(KF_BINARY_MUL, x, half));
+  EXPECT_EQ(graph.output(y), 0);
+  EXPECT_FALSE(graph.source().empty());
+  kf::FusedKernel kernel = graph.compile(2);
+  EXPECT_EQ(kernel.info().max_items, 2);
+  EXPECT_EQ(kernel.info().n_inputs, 1);
+  EXPECT_EQ(kernel.source(), "");  // CPU kernels have no CUDA source
+
+  kf::Tensor in(ctx, {3, 4});
+  kf::Tensor out(ctx, {3, 4});
+  const std::vector<float> host = random_values(12, 7);
+  in.copy_from(host);
+  kernel.launch({in.get()}, {out.get()}, 1, {{half, 0, 2.0}});  // the factor becomes 2
+  const std::vector<float> result = out.to_vector<float>();
+  for (size_t i = 0; i < host.size(); ++i)
+    EXPECT_NEAR(result[i], gelu(2.0 * host[i]),
+                1e-5 * std::max(1.0, std::fabs(gelu(2.0 * host[i]))));
+
+  // Rule violations throw with the library's code and message.
+  const int32_t i32 = graph.tensor_input(KF_DTYPE_INT32, 1);
+  try {
+    graph.binary(KF_BINARY_ADD, x, i32);
+    ADD_FAILURE() << "mixed dtypes were accepted";
+  } catch (const kf::Error& e) {
+    EXPECT_EQ(e.code(), KF_ERROR_DTYPE_MISMATCH);
+    EXPECT_NE(e.message().find("cast"), std::string::npos) << e.message();
+  }
+  // Too few normalize values reach the library as a missing channel.
+  kf::Graph image_graph(ctx);
+  const int32_t rgb = image_graph.read_image(image_graph.image_input(KF_DTYPE_UINT8, 3));
+  try {
+    image_graph.normalize(rgb, 1.0, {0.5}, {0.25});
+    ADD_FAILURE() << "one mean for three channels was accepted";
+  } catch (const kf::Error& e) {
+    EXPECT_EQ(e.code(), KF_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(e.message().find("mean[1] is nan"), std::string::npos) << e.message();
+  }
+  EXPECT_GE(image_graph.normalize(rgb, 1.0, {1, 2, 3}, {4, 5, 6}), 0);
 }
 
 }  // namespace

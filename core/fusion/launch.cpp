@@ -1,0 +1,386 @@
+// kf_fused_kernel_launch: validates a launch against the kernel's frozen graph and resolves it
+// into a LaunchPlan (bindings per item, values with overrides), which the backend program runs
+// without further checks.
+#include <algorithm>
+#include <cinttypes>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/fusion/graph.hpp"
+#include "core/fusion/kernel.hpp"
+#include "core/fusion/program.hpp"
+#include "core/runtime/context.hpp"
+#include "core/runtime/error.hpp"
+#include "core/runtime/handle.hpp"
+#include "core/runtime/tensor.hpp"
+#include "kernel_fusion/graph.h"
+
+namespace kf {
+namespace fusion {
+namespace {
+
+// A tensor of the launch and where it was bound, for messages and the overlap check.
+struct Use {
+  const kf_tensor_t* tensor;
+  bool output;
+  int32_t item;
+  int32_t index;  // input or output position
+};
+
+std::string where_bound(const Use& u) {
+  return format("%s %d of item %d", u.output ? "output" : "input", u.index, u.item);
+}
+
+// Checks a bound tensor's handle, context, dtype and alignment; messages name the binding.
+template <class T>
+T* bound_tensor(T* t, kf_context_t* ctx, const Use& use, kf_dtype_t dtype) {
+  try {
+    if (use.output) {
+      checked_output(const_cast<kf_tensor_t*>(t), ctx, "args->outputs");
+    } else {
+      checked_tensor(t, ctx, "args->inputs");
+    }
+  } catch (const Error& e) {
+    throw Error(e.code(), where_bound(use) + ": " + e.what());
+  }
+  KF_REQUIRE(t->desc.dtype == dtype, KF_ERROR_DTYPE_MISMATCH,
+             "%s is a %s tensor, but the graph declares %s", where_bound(use).c_str(),
+             dtype_name(t->desc.dtype), dtype_name(dtype));
+  // Borrowed memory can start anywhere; no kernel can load an element that straddles its
+  // natural alignment.
+  KF_REQUIRE_ARG(reinterpret_cast<uintptr_t>(t->data) % dtype_size(dtype) == 0,
+                 "%s starts at %p, which is not aligned to its %zu-byte elements",
+                 where_bound(use).c_str(), t->data, dtype_size(dtype));
+  return t;
+}
+
+// Whether no two index tuples of desc address one element: with dims sorted by stride, each
+// stride must step past everything the dims inside it reach (true of every dense or sliced view).
+bool writes_each_element_once(const kf_tensor_desc_t& d) {
+  int32_t order[KF_MAX_DIMS];
+  int32_t n = 0;
+  for (int32_t i = 0; i < d.ndim; ++i) {
+    if (d.shape[i] == 0) return true;
+    if (d.shape[i] > 1) order[n++] = i;
+  }
+  for (int32_t i = 1; i < n; ++i)  // insertion sort by stride (n <= 8)
+    for (int32_t k = i; k > 0 && d.strides[order[k]] < d.strides[order[k - 1]]; --k)
+      std::swap(order[k], order[k - 1]);
+  int64_t reach = 0;  // furthest offset of the dims inside
+  for (int32_t k = 0; k < n; ++k) {
+    const int64_t stride = d.strides[order[k]];
+    if (stride <= reach) return false;
+    reach += (d.shape[order[k]] - 1) * stride;
+  }
+  return true;
+}
+
+Binding binding_of(const kf_tensor_t* t) {
+  Binding b;
+  b.data = t->data;
+  b.rank = t->desc.ndim;
+  for (int32_t d = 0; d < b.rank; ++d) {
+    b.shape[d] = t->desc.shape[d];
+    b.strides[d] = t->desc.strides[d];
+  }
+  return b;
+}
+
+// Tensor graphs: the NumPy broadcast of the item's inputs over rank r, every input binding
+// aligned to it (strides 0 where broadcast), outputs of exactly that shape.
+void bind_tensor_item(const std::vector<Use>& inputs, const std::vector<Use>& outputs, int32_t rank,
+                      Item* item) {
+  item->rank = rank;
+  std::fill(item->shape, item->shape + rank, int64_t{1});
+  kf_tensor_desc_t seen{};  // the broadcast shape so far, for messages
+  seen.ndim = rank;
+  for (const Use& u : inputs) {
+    const kf_tensor_desc_t& d = u.tensor->desc;
+    const int32_t lead = rank - d.ndim;
+    for (int32_t i = 0; i < d.ndim; ++i) {
+      int64_t& extent = item->shape[lead + i];
+      if (d.shape[i] == extent || d.shape[i] == 1) continue;
+      KF_REQUIRE(extent == 1, KF_ERROR_SHAPE_MISMATCH,
+                 "%s has shape %s, which does not broadcast with %s (the inputs before it)",
+                 where_bound(u).c_str(), shape_string(d).c_str(), shape_string(seen).c_str());
+      extent = d.shape[i];
+    }
+    std::copy(item->shape, item->shape + rank, seen.shape);
+  }
+  for (const Use& u : inputs) {
+    const kf_tensor_desc_t& d = u.tensor->desc;
+    const int32_t lead = rank - d.ndim;
+    Binding b;
+    b.data = u.tensor->data;
+    b.rank = rank;
+    for (int32_t i = 0; i < rank; ++i) {
+      b.shape[i] = item->shape[i];
+      b.strides[i] = i < lead || d.shape[i - lead] == 1 ? 0 : d.strides[i - lead];
+    }
+    item->inputs.push_back(b);
+  }
+  for (const Use& u : outputs) {
+    const kf_tensor_desc_t& d = u.tensor->desc;
+    bool same = d.ndim == rank;
+    for (int32_t i = 0; same && i < rank; ++i) same = d.shape[i] == item->shape[i];
+    KF_REQUIRE(same, KF_ERROR_SHAPE_MISMATCH,
+               "%s has shape %s, but the broadcast shape of the item's inputs is %s",
+               where_bound(u).c_str(), shape_string(d).c_str(), shape_string(seen).c_str());
+    item->outputs.push_back(binding_of(u.tensor));
+  }
+}
+
+// Image graphs: [H, W, C] images and [H * 3 / 2, W] NV12 frames as they are; outputs folded to
+// (y, x, c) whatever their layout, a batched one offset to its item.
+void bind_image_item(const Graph& g, const std::vector<Use>& inputs,
+                     const std::vector<Use>& outputs, int32_t item_index, int32_t n_items,
+                     Item* item) {
+  for (const Use& u : inputs) {
+    const Node& n = g.nodes[static_cast<size_t>(g.inputs[static_cast<size_t>(u.index)])];
+    const kf_tensor_desc_t& d = u.tensor->desc;
+    if (n.input.kind == KF_INPUT_IMAGE) {
+      KF_REQUIRE(d.ndim == 3 && d.shape[2] == n.channels, KF_ERROR_SHAPE_MISMATCH,
+                 "%s has shape %s, but the graph declares an image [H, W, %d]",
+                 where_bound(u).c_str(), shape_string(d).c_str(), n.channels);
+    } else {
+      // rows = H * 3 / 2 with H even is exactly: rows a multiple of 3.
+      KF_REQUIRE(d.ndim == 2 && d.shape[0] % 3 == 0 && d.shape[1] % 2 == 0, KF_ERROR_SHAPE_MISMATCH,
+                 "%s has shape %s, but an NV12 frame is [H * 3 / 2, W] with H and W even",
+                 where_bound(u).c_str(), shape_string(d).c_str());
+    }
+    item->inputs.push_back(binding_of(u.tensor));
+  }
+  item->rank = 2;
+  bool sized = false;
+  for (const Use& u : outputs) {
+    const Output& o = g.outputs[static_cast<size_t>(u.index)];
+    const int32_t channels = g.nodes[static_cast<size_t>(o.node)].channels;
+    const kf_tensor_desc_t& d = u.tensor->desc;
+    const int32_t lead = o.batched ? 1 : 0;
+    const bool planar = o.layout == KF_OUTPUT_PLANAR;
+    const int32_t y = lead + (planar ? 1 : 0), x = y + 1, c = planar ? lead : lead + 2;
+    const char* expected = o.batched ? (planar ? "[N, C, H, W]" : "[N, H, W, C]")
+                                     : (planar ? "[C, H, W]" : "[H, W, C]");
+    KF_REQUIRE(d.ndim == 3 + lead && d.shape[c] == channels, KF_ERROR_SHAPE_MISMATCH,
+               "%s has shape %s, but the graph writes it as %s with C = %d", where_bound(u).c_str(),
+               shape_string(d).c_str(), expected, channels);
+    KF_REQUIRE(!o.batched || d.shape[0] >= n_items, KF_ERROR_SHAPE_MISMATCH,
+               "%s has shape %s: a batched output needs N >= n_items (%d)", where_bound(u).c_str(),
+               shape_string(d).c_str(), n_items);
+    if (!sized) {
+      item->shape[0] = d.shape[y];
+      item->shape[1] = d.shape[x];
+      sized = true;
+    }
+    KF_REQUIRE(d.shape[y] == item->shape[0] && d.shape[x] == item->shape[1],
+               KF_ERROR_SHAPE_MISMATCH,
+               "%s is %" PRId64 " x %" PRId64 " (H x W), but output 0 of the item is %" PRId64
+               " x %" PRId64 ": an item's outputs share one size",
+               where_bound(u).c_str(), d.shape[y], d.shape[x], item->shape[0], item->shape[1]);
+    Binding b;
+    b.data =
+        static_cast<char*>(u.tensor->data) +
+        (o.batched ? item_index * d.strides[0] * static_cast<int64_t>(dtype_size(d.dtype)) : 0);
+    b.rank = 3;
+    b.shape[0] = d.shape[y];
+    b.shape[1] = d.shape[x];
+    b.shape[2] = channels;
+    b.strides[0] = d.strides[y];
+    b.strides[1] = d.strides[x];
+    b.strides[2] = d.strides[c];
+    item->outputs.push_back(b);
+  }
+}
+
+// The whole first image of the item, as a rectangle (no read crops).
+kf_rect_t whole_image(const Graph& g, const Item& item) {
+  const Node& n = g.nodes[static_cast<size_t>(g.inputs.front())];
+  const Binding& b = item.inputs.front();
+  const int64_t h = n.input.kind == KF_INPUT_NV12 ? b.shape[0] * 2 / 3 : b.shape[0];
+  return kf_rect_t{0, 0, static_cast<int32_t>(std::min<int64_t>(b.shape[1], INT32_MAX)),
+                   static_cast<int32_t>(std::min<int64_t>(h, INT32_MAX))};
+}
+
+// Outputs must not overlap inputs or each other (inputs may share memory). A sweep over byte
+// ranges sorted by start; the pair is named by a plain search on the (rare) failure.
+void check_overlaps(const std::vector<Use>& uses) {
+  struct Range {
+    uintptr_t first, end;
+    size_t use;
+  };
+  std::vector<Range> ranges;
+  ranges.reserve(uses.size());
+  for (size_t i = 0; i < uses.size(); ++i) {
+    Range r{0, 0, i};
+    byte_range(uses[i].tensor, &r.first, &r.end);
+    if (r.first < r.end) ranges.push_back(r);
+  }
+  std::sort(ranges.begin(), ranges.end(),
+            [](const Range& a, const Range& b) { return a.first < b.first; });
+  uintptr_t output_end = 0, input_end = 0;
+  bool clash = false;
+  for (const Range& r : ranges) {
+    const bool output = uses[r.use].output;
+    if (r.first < output_end || (output && r.first < input_end)) {
+      clash = true;
+      break;
+    }
+    (output ? output_end : input_end) = std::max(output ? output_end : input_end, r.end);
+  }
+  if (!clash) return;
+  for (size_t i = 0; i < uses.size(); ++i) {
+    for (size_t j = i + 1; j < uses.size(); ++j) {
+      const Use& a = uses[i];
+      const Use& b = uses[j];
+      if (!(a.output || b.output) || !may_overlap(a.tensor, b.tensor)) continue;
+      const Use& out = a.output ? a : b;
+      const Use& other = a.output ? b : a;
+      fail(KF_ERROR_INVALID_ARGUMENT,
+           "%s overlaps %s%s: outputs must not share memory with inputs or other outputs",
+           where_bound(out).c_str(), where_bound(other).c_str(),
+           a.tensor == b.tensor ? " (the same tensor)" : "");
+    }
+  }
+}
+
+// The plan of a launch; `tensors` receives every tensor bound (a batched output once).
+LaunchPlan make_plan(const kf_fused_kernel_t* k, const kf_launch_args_t* args,
+                     std::vector<const kf_tensor_t*>* tensors) {
+  const Graph& g = k->graph;
+  KF_REQUIRE_ARG(args != nullptr, "args is NULL");
+  KF_REQUIRE_ARG(args->struct_size >= sizeof(kf_launch_args_t),
+                 "args->struct_size is %zu; initialise the arguments with KF_LAUNCH_ARGS_INIT "
+                 "(sizeof(kf_launch_args_t) is %zu)",
+                 args->struct_size, sizeof(kf_launch_args_t));
+  const int32_t n_items = args->n_items;
+  KF_REQUIRE_ARG(n_items >= 1 && n_items <= k->options.max_items,
+                 "args->n_items is %d; this kernel runs 1 to %d items per launch (its compile "
+                 "options' max_items)",
+                 n_items, k->options.max_items);
+  const size_t n_in = g.inputs.size();
+  const size_t n_out = g.outputs.size();
+  KF_REQUIRE_ARG(n_in == 0 || args->inputs != nullptr,
+                 "args->inputs is NULL, but the graph has %zu inputs per item", n_in);
+  KF_REQUIRE_ARG(args->outputs != nullptr,
+                 "args->outputs is NULL, but the graph has %zu outputs per item", n_out);
+  if (k->crops) {
+    KF_REQUIRE_ARG(args->crops != nullptr,
+                   "args->crops is NULL, but a read of this graph crops: give n_items (%d) "
+                   "rectangles",
+                   n_items);
+    for (int32_t i = 0; i < n_items; ++i) {
+      const kf_rect_t& r = args->crops[i];
+      KF_REQUIRE_ARG(r.width >= 1 && r.height >= 1,
+                     "args->crops[%d] is %d x %d at (%d, %d); a crop is at least 1 x 1", i, r.width,
+                     r.height, r.x, r.y);
+    }
+  } else {
+    KF_REQUIRE_ARG(args->crops == nullptr,
+                   "args->crops is set, but no read of this graph crops (kf_image_read_desc_t"
+                   "::crop); pass NULL");
+  }
+
+  LaunchPlan plan;
+  plan.values = g.values;
+  KF_REQUIRE_ARG(args->n_values == 0 || args->values != nullptr,
+                 "args->values is NULL but args->n_values is %zu", args->n_values);
+  for (size_t v = 0; v < args->n_values; ++v) {
+    const kf_fused_value_t& o = args->values[v];
+    KF_REQUIRE_ARG(o.node >= 0 && static_cast<size_t>(o.node) < g.nodes.size(),
+                   "args->values[%zu] names node %d, which does not exist (the graph has %zu "
+                   "nodes)",
+                   v, o.node, g.nodes.size());
+    const Node& n = g.nodes[static_cast<size_t>(o.node)];
+    KF_REQUIRE_ARG(o.index >= 0 && o.index < n.value_count,
+                   "args->values[%zu] names value %d of node %d, which has %d launch value%s", v,
+                   o.index, o.node, n.value_count, n.value_count == 1 ? "" : "s");
+    const size_t slot = static_cast<size_t>(n.value_offset + o.index);
+    check_value(g, k->value_rules[slot], o.node, o.index, o.value);
+    plan.values[slot] = o.value;
+  }
+
+  int32_t rank = 0;  // tensor graphs: the iteration rank
+  for (int32_t id : g.inputs) rank = std::max(rank, g.nodes[static_cast<size_t>(id)].input.rank);
+
+  std::vector<Use> uses;
+  uses.reserve(static_cast<size_t>(n_items) * (n_in + n_out));
+  std::vector<Use> inputs(n_in), outputs(n_out);
+  plan.items.reserve(static_cast<size_t>(n_items));
+  for (int32_t i = 0; i < n_items; ++i) {
+    for (size_t j = 0; j < n_in; ++j) {
+      const Node& n = g.nodes[static_cast<size_t>(g.inputs[j])];
+      Use u{args->inputs[static_cast<size_t>(i) * n_in + j], false, i, static_cast<int32_t>(j)};
+      bound_tensor(u.tensor, k->ctx, u, n.dtype);
+      KF_REQUIRE(g.image || u.tensor->desc.ndim == n.input.rank, KF_ERROR_SHAPE_MISMATCH,
+                 "%s has rank %d (shape %s), but the graph declares rank %d",
+                 where_bound(u).c_str(), u.tensor->desc.ndim, shape_string(u.tensor->desc).c_str(),
+                 n.input.rank);
+      inputs[j] = u;
+      uses.push_back(u);
+    }
+    for (size_t j = 0; j < n_out; ++j) {
+      const Output& o = g.outputs[j];
+      Use u{args->outputs[static_cast<size_t>(i) * n_out + j], true, i, static_cast<int32_t>(j)};
+      bound_tensor(u.tensor, k->ctx, u, g.nodes[static_cast<size_t>(o.node)].dtype);
+      KF_REQUIRE_ARG(writes_each_element_once(u.tensor->desc),
+                     "%s has overlapping elements (shape %s, strides %s): an output must not "
+                     "write one element twice",
+                     where_bound(u).c_str(), shape_string(u.tensor->desc).c_str(),
+                     strides_string(u.tensor->desc).c_str());
+      if (o.batched && i > 0) {
+        KF_REQUIRE_ARG(u.tensor == args->outputs[j],
+                       "%s is not the tensor given for item 0: a batched output is the same "
+                       "tensor in every item",
+                       where_bound(u).c_str());
+      } else {
+        uses.push_back(u);
+      }
+      outputs[j] = u;
+    }
+    Item item;
+    item.inputs.reserve(n_in);
+    item.outputs.reserve(n_out);
+    if (g.image) {
+      bind_image_item(g, inputs, outputs, i, n_items, &item);
+      item.crop = k->crops ? args->crops[i] : whole_image(g, item);
+    } else {
+      bind_tensor_item(inputs, outputs, rank, &item);
+    }
+    int64_t elements = 1;
+    for (int32_t d = 0; d < item.rank; ++d) elements *= item.shape[d];
+    if (elements > 0) plan.items.push_back(std::move(item));
+  }
+  check_overlaps(uses);
+  tensors->reserve(uses.size());
+  for (const Use& u : uses) tensors->push_back(u.tensor);
+  return plan;
+}
+
+}  // namespace
+}  // namespace fusion
+}  // namespace kf
+
+extern "C" {
+
+kf_result_t kf_fused_kernel_launch(const kf_fused_kernel_t* k, const kf_launch_args_t* args,
+                                   kf_stream_t* s) {
+  return kf::api_call([&] {
+    kf::checked(k, "k");
+    kf_context_t* ctx = k->ctx;
+    kf_stream_t* stream = kf::resolve_stream(ctx, s, "s");
+    std::vector<const kf_tensor_t*> tensors;
+    const kf::fusion::LaunchPlan plan = kf::fusion::make_plan(k, args, &tensors);
+    if (plan.items.empty()) return;  // every item is empty: nothing to write
+    kf::activate(ctx);
+    const kf_tensor_t* previous = nullptr;  // one frame read by many items: one check
+    for (const kf_tensor_t* t : tensors) {
+      if (t != previous) kf::prepare_for_stream(t, stream);
+      previous = t;
+    }
+    k->program->launch(ctx, plan, stream);
+  });
+}
+
+}  // extern "C"
