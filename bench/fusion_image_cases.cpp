@@ -108,7 +108,7 @@ void FusionCaseRunner::run_crops(const Emit& emit) {
   }
 
   // Fused: one image graph, one launch of n items.
-  GraphBuilder fg(ctx_);
+  Graph fg = new_graph(ctx_);
   {
     kf_image_read_desc_t read = KF_IMAGE_READ_DESC_INIT;
     read.crop = 1;
@@ -128,18 +128,18 @@ void FusionCaseRunner::run_crops(const Emit& emit) {
   cropping.crop = 1;
   auto image_kernel = [&](kf_dtype_t dtype, const kf_image_read_desc_t& read,
                           kf_output_layout_t layout) {
-    GraphBuilder g(ctx_);
+    Graph g = new_graph(ctx_);
     g.output(g.read_image(g.image_input(dtype, 3), read), layout);
     return g.compile();
   };
   auto cast_kernel = [&] {
-    GraphBuilder g(ctx_);
+    Graph g = new_graph(ctx_);
     g.output(g.cast(g.tensor_input(KF_DTYPE_UINT8, 3), KF_DTYPE_FLOAT32));
     return g.compile();
   };
   // x [h, w, 3] op a scalar (mul), or op a [3] tensor broadcast over the pixels (sub, div).
   auto binary_kernel = [&](kf_binary_op_t op, bool per_channel) {
-    GraphBuilder g(ctx_);
+    Graph g = new_graph(ctx_);
     const int32_t x = g.tensor_input(KF_DTYPE_FLOAT32, 3);
     const int32_t b = per_channel ? g.tensor_input(KF_DTYPE_FLOAT32, 1) : g.scalar(kScale);
     g.output(g.binary(op, x, b));
@@ -223,7 +223,7 @@ void FusionCaseRunner::run_crops(const Emit& emit) {
     if (r.device_us > 0)
       r.note +=
           format("; device %.2f us, host %.2f us per fused launch", r.device_us, r.launch_host_us);
-  } catch (const Failure& e) {
+  } catch (const std::runtime_error& e) {
     r.failed = true;
     r.check = std::string("error: ") + e.what();
     kf_stream_synchronize(stream_);
@@ -264,7 +264,7 @@ void FusionCaseRunner::run_resize_batch(const Emit& emit) {
     inputs[s].assign(static_cast<size_t>(n), frames.back().get());
     outputs[s].assign(static_cast<size_t>(n), outs.back().get());
   }
-  GraphBuilder g(ctx_);
+  Graph g = new_graph(ctx_);
   kf_image_read_desc_t read = KF_IMAGE_READ_DESC_INIT;
   read.crop = 1;
   read.interpolation = KF_INTERP_BILINEAR;
@@ -318,7 +318,7 @@ void FusionCaseRunner::run_resize_batch(const Emit& emit) {
                       r.device_us, r.launch_host_us);
     if (sets > 1 && !quick)
       r.note += (r.note.empty() ? "" : "; ") + std::to_string(sets) + " frames rotated";
-  } catch (const Failure& e) {
+  } catch (const std::runtime_error& e) {
     r.failed = true;
     r.check = std::string("error: ") + e.what();
     kf_stream_synchronize(stream_);

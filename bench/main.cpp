@@ -3,11 +3,13 @@
 // `kf-bench --help` lists the options; README.md shows how to run it.
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <thread>
 
 #include <unistd.h>
 
 #include "bench/cases.hpp"
+#include "bench/fusion_cases.hpp"
 #include "bench/op_cases.hpp"
 #include "bench/options.hpp"
 #include "bench/report.hpp"
@@ -65,6 +67,10 @@ int run(int argc, char** argv) {
   }
   const auto device_type = static_cast<kf_device_type_t>(device);
   resolve_defaults(device_type, &options);
+  // The fusion rows compile into a kernel cache of their own (KF_CACHE_DIR), set before the
+  // library's first compile.
+  std::unique_ptr<FusionCacheDir> fusion_cache;
+  if (options.fusion_suite()) fusion_cache = std::make_unique<FusionCacheDir>();
 
   Context ctx;
   kf_context_config_t config = KF_CONTEXT_CONFIG_INIT;
@@ -112,14 +118,26 @@ int run(int argc, char** argv) {
     op_rows = op_runner.run_all([&](const OpResult& r) { print_op_row(r, info.ceiling.gbps); });
     print_op_targets(info, op_rows);
   }
+  std::vector<FusionResult> fusion_rows;
+  if (options.fusion_suite()) {
+    FusionCaseRunner fusion_runner(options, ctx.get(), stream.get(), device_type,
+                                   cache_to_outgrow(info.device), info.ceiling.gbps,
+                                   fusion_cache.get());
+    print_fusion_header(device_type, *fusion_cache);
+    fusion_rows = fusion_runner.run_all(
+        [&](const FusionResult& r) { print_fusion_row(r, info.ceiling.gbps); });
+    print_fusion_targets(options.quick, fusion_rows);
+  }
 
   if (!options.json_path.empty()) {
-    write_json(options.json_path, info, results, host_cost, op_rows);
+    write_json(options.json_path, info, results, host_cost, op_rows, fusion_rows);
     std::printf("\nwrote %s\n", options.json_path.c_str());
   }
   const long failures =
       std::count_if(results.begin(), results.end(), [](const CaseResult& r) { return r.failed; }) +
-      std::count_if(op_rows.begin(), op_rows.end(), [](const OpResult& r) { return r.failed; });
+      std::count_if(op_rows.begin(), op_rows.end(), [](const OpResult& r) { return r.failed; }) +
+      std::count_if(fusion_rows.begin(), fusion_rows.end(),
+                    [](const FusionResult& r) { return r.failed; });
   if (failures > 0 || !host_cost.error.empty()) {
     std::printf("\nkf-bench: %ld case(s) failed%s\n", failures,
                 host_cost.error.empty() ? "" : ", host cost failed");

@@ -34,8 +34,12 @@ in the same run. Uses the first CUDA device when there is one, else the CPU back
   --suite NAME      elementwise (default): the cases above; ops: every fused op of issue 3
                     (bias+activation, gelu+dropout, layer/rms norm, softmax, log-softmax,
                     batch norm, reductions), each case sized to move at least --large-mib MiB
-                    (each input read once, each output written once); all: both
-  --json FILE       also write every result as JSON (op cases under "op_rows")
+                    (each input read once, each output written once); fusion: the fusion
+                    engine (issue 4): elementwise chains of 1..16 ops, 50 crops in one launch vs
+                    crop by crop, 1000 crops resized and normalised in one launch, NVRTC compile
+                    and cache times, each against its target; all: every suite
+  --json FILE       also write every result as JSON (op cases under "op_rows", fusion rows
+                    under "fusion_rows")
   -h, --help        this text
 )";
 
@@ -129,8 +133,9 @@ int parse_options(int argc, char** argv, Options* options) {
       }
       if (options->sizes.empty()) return usage_error("--sizes takes large,seed");
     } else if (arg == "--suite") {
-      if (!value(&text) || (text != "elementwise" && text != "ops" && text != "all"))
-        return usage_error("--suite takes elementwise, ops or all");
+      if (!value(&text) ||
+          (text != "elementwise" && text != "ops" && text != "fusion" && text != "all"))
+        return usage_error("--suite takes elementwise, ops, fusion or all");
       options->suite = text;
     } else if (arg == "--json") {
       if (!value(&text)) return usage_error("--json needs a file name");

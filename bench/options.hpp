@@ -25,10 +25,11 @@ struct Options {
   std::vector<kf_dtype_t> dtypes;
   std::vector<std::string> sizes;  // "large", "seed"
   std::string json_path;
-  std::string suite = "elementwise";  // --suite: "elementwise", "ops" or "all"
+  std::string suite = "elementwise";  // --suite: "elementwise", "ops", "fusion" or "all"
 
-  bool elementwise_suite() const { return suite != "ops"; }
-  bool ops_suite() const { return suite != "elementwise"; }
+  bool elementwise_suite() const { return suite == "elementwise" || suite == "all"; }
+  bool ops_suite() const { return suite == "ops" || suite == "all"; }
+  bool fusion_suite() const { return suite == "fusion" || suite == "all"; }
 };
 
 // parse_options() returns this when the program should go on.

@@ -31,6 +31,8 @@ std::string case_name(const CaseResult& r) {
          " " + dtype_name(r.dtype) + " " + shape_text(r.shape, "x");
 }
 
+}  // namespace
+
 std::string json_string(const std::string& text) {
   std::string out = "\"";
   for (char c : text) {
@@ -53,6 +55,8 @@ std::string json_number(double value) {
   std::snprintf(text, sizeof text, "%.6g", value);
   return text;
 }
+
+namespace {
 
 // One target line: `met` of `total` rows, the worst row, and PASS or MISS.
 void print_target_line(const char* what, int met, int total, const std::string& worst) {
@@ -273,7 +277,8 @@ void print_op_targets(const RunInfo& info, const std::vector<OpResult>& results)
 
 void write_json(const std::string& path, const RunInfo& info,
                 const std::vector<CaseResult>& results, const HostCostResult& h,
-                const std::vector<OpResult>& op_rows) {
+                const std::vector<OpResult>& op_rows,
+                const std::vector<FusionResult>& fusion_rows) {
   const kf_device_properties_t& d = info.device;
   std::ostringstream j;
   j << "{\n  \"tool\": \"kf-bench\",\n  \"date\": " << json_string(info.date)
@@ -332,7 +337,8 @@ void write_json(const std::string& path, const RunInfo& info,
       << ", \"check\": " << json_string(r.check)
       << ", \"failed\": " << (r.failed ? "true" : "false") << "}";
   }
-  j << (op_rows.empty() ? "]" : "\n  ]") << "\n}\n";
+  j << (op_rows.empty() ? "]" : "\n  ]");
+  j << ",\n  \"fusion_rows\": " << fusion_rows_json(fusion_rows, info.ceiling.gbps) << "\n}\n";
   std::ofstream file(path);
   file << j.str();
   if (!file) throw Failure("cannot write " + path);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "bench/cases.hpp"
+#include "bench/fusion_cases.hpp"
 #include "bench/op_cases.hpp"
 #include "bench/timing.hpp"
 
@@ -38,10 +39,15 @@ void print_op_table_header();
 void print_op_row(const OpResult& result, double ceiling_gbps);
 void print_op_targets(const RunInfo& info, const std::vector<OpResult>& results);
 
-// Writes everything as one JSON object (the op cases under "op_rows"); throws Failure when the
-// file cannot be written.
+// Writes everything as one JSON object (the op cases under "op_rows", the fusion rows under
+// "fusion_rows"); throws Failure when the file cannot be written.
 void write_json(const std::string& path, const RunInfo& info,
                 const std::vector<CaseResult>& results, const HostCostResult& host_cost,
-                const std::vector<OpResult>& op_rows = {});
+                const std::vector<OpResult>& op_rows = {},
+                const std::vector<FusionResult>& fusion_rows = {});
+
+// JSON text of a string (quoted, escaped) and of a number.
+std::string json_string(const std::string& text);
+std::string json_number(double value);
 
 }  // namespace kf_bench

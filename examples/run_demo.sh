@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The demo command (README: `bash examples/run_demo.sh`): builds, in Release, only the library,
-# kf-demo and kf-bench (build/demo), then runs the demo (on the GPU if present, else the CPU)
-# and a short kf-bench run (add + ReLU and add + GELU, plain and with a bias row).
+# kf-demo, kf-fusion-demo and kf-bench (build/demo), then runs the demos (on the GPU if present,
+# else the CPU) and a short kf-bench run (add + ReLU and add + GELU, plain and with a bias row).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -17,11 +17,14 @@ if [[ ! -f $BUILD/CMakeCache.txt ]]; then  # first configure only: these cannot 
   fi
 fi
 cmake -S . -B "$BUILD" "${args[@]}" >/dev/null
-cmake --build "$BUILD" -j "$(nproc)" --target kf-demo kf-bench
+cmake --build "$BUILD" -j "$(nproc)" --target kf-demo kf-fusion-demo kf-bench
 
 echo
 echo "==== demo ===="
 "$BUILD/examples/kf-demo"
+echo
+echo "==== fusion demo (docs/fusion.md) ===="
+"$BUILD/examples/kf-fusion-demo"
 echo
 echo "==== kf-bench (short run; see kf-bench --help for the full set) ===="
 "$BUILD/bench/kf-bench" --ops add --acts relu,gelu
