@@ -509,15 +509,10 @@ KF_HOST_DEVICE Compute<To> cast(Compute<From> x) {
   constexpr bool saturate = Mode != cast_mode::wrap;
   if constexpr (to_floating) {
     if constexpr (from_floating) {
-      if (saturate) {  // clamp to the finite range; NaN passes through
-        // The target's largest finite value, or the compute type's when that is smaller (a
-        // half value held in float may exceed its dtype's range until it is rounded).
-        constexpr int compute_dtype = sizeof(Compute<From>) == 4 ? dtype::f32 : dtype::f64;
-        const Compute<From> limit = static_cast<Compute<From>>(
-            max_finite<To>() < max_finite<compute_dtype>() ? max_finite<To>()
-                                                           : max_finite<compute_dtype>());
-        if (x > limit) x = limit;
-        if (x < -limit) x = -limit;
+      if (saturate) {  // clamp to the target's finite range (compared in double); NaN passes
+        const double v = static_cast<double>(x);
+        if (v >= max_finite<To>()) return static_cast<Compute<To>>(max_finite<To>());
+        if (v <= -max_finite<To>()) return static_cast<Compute<To>>(-max_finite<To>());
       }
       return round_to<To>(x);
     } else {
