@@ -323,7 +323,14 @@ void FusionCaseRunner::run_resize_batch(const Emit& emit) {
     r.check = std::string("error: ") + e.what();
     kf_stream_synchronize(stream_);
   }
-  if (cuda()) judge(&r, "<= 60 us", format("%.1f us", r.us), r.us > 0 && r.us <= 60.0);
+  // Judged on the back-to-back time, which includes the host's cost of a 1000-item launch when
+  // that is the slower side; the device time alone is shown beside it.
+  if (cuda()) {
+    const std::string measured =
+        format("%.1f us", r.us) +
+        (r.device_us > 0 ? format(" (device %.1f, host %.1f)", r.device_us, r.launch_host_us) : "");
+    judge(&r, "<= 60 us", measured, r.us > 0 && r.us <= 60.0);
+  }
   emit(r);
 }
 

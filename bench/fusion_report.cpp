@@ -85,7 +85,7 @@ void print_fusion_targets(bool quick, const std::vector<FusionResult>& rows) {
     ++judged;
     passed += r.verdict == "PASS" ? 1 : 0;
     const std::string what = r.name + " " + r.variant;
-    std::printf("  %-38s %-30s %-18s %s\n", what.c_str(), r.target.c_str(),
+    std::printf("  %-38s %-30s %-34s %s\n", what.c_str(), r.target.c_str(),
                 r.failed ? "failed" : r.measured.c_str(), r.verdict.c_str());
   }
   if (judged == 0) {
