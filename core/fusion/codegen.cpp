@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstdarg>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/fusion/kernel_params.hpp"
@@ -87,17 +88,21 @@ class Writer {
   void line(const char* fmt, ...) __attribute__((format(printf, 2, 3))) {
     va_list args;
     va_start(args, fmt);
-    char buffer[1024];
-    const int n = vsnprintf(buffer, sizeof buffer, fmt, args);
+    va_list copy;
+    va_copy(copy, args);
+    const int n = vsnprintf(nullptr, 0, fmt, copy);
+    va_end(copy);
+    KF_REQUIRE(n >= 0, KF_ERROR_INTERNAL, "codegen: bad format");
+    std::string buffer(static_cast<size_t>(n) + 1, '\0');
+    vsnprintf(&buffer[0], buffer.size(), fmt, args);
     va_end(args);
-    KF_REQUIRE(n >= 0 && static_cast<size_t>(n) < sizeof buffer, KF_ERROR_INTERNAL,
-               "codegen: line too long");
+    buffer.pop_back();
     text_.append(indent_, ' ');
     text_ += buffer;
     text_ += '\n';
   }
-  void open(const char* head) {
-    line("%s {", head);
+  void open(const std::string& head) {
+    line("%s {", head.c_str());
     indent_ += 2;
   }
   void close(const char* tail = "}") {
@@ -330,7 +335,7 @@ class Generator {
           format(", km::Compute<%s>& out%zu", dtype_name(g_.nodes[g_.outputs[o].node].dtype), o);
     }
     w_.line("// The whole graph for one element.");
-    w_.open(format("__device__ __forceinline__ void element(%s)", params.c_str()).c_str());
+    w_.open((format("__device__ __forceinline__ void element(%s)", params.c_str())));
     for (size_t id = 0; id < g_.nodes.size(); ++id) {
       if (!live_[id]) continue;
       const Node& n = g_.nodes[id];
@@ -374,23 +379,33 @@ class Generator {
     w_.blank();
   }
 
-  // The 16-byte path: kVector consecutive elements per binding moved as whole uint4 vectors.
+  // The vector type that moves `bytes` (2..64) consecutive bytes, and how many of it.
+  static std::pair<const char*, int> vector_type(int bytes) {
+    if (bytes >= 16) return {"uint4", bytes / 16};
+    if (bytes == 8) return {"uint2", 1};
+    if (bytes == 4) return {"unsigned int", 1};
+    return {"unsigned short", 1};
+  }
+
+  // The vector path: kVector consecutive elements per binding moved as whole vectors (16 bytes
+  // wherever the dtype allows).
   void tensor_vector_body() {
     const int ni = layout_.n_inputs, no = layout_.n_outputs;
     const int e = layout_.vector_elements;
     w_.line("const long long groups = it.numel / kVector;");
     w_.open("for (long long g = first; g < groups; g += stride)");
     for (int b = 0; b < ni; ++b) {
-      const int n16 = e * layout_.element_bytes[b] / 16;
-      w_.line("uint4 raw%d[%d];", b, n16);
+      const auto v = vector_type(e * layout_.element_bytes[b]);
+      w_.line("%s raw%d[%d];", v.first, b, v.second);
       w_.line("#pragma unroll");
       w_.line(
-          "for (int k = 0; k < %d; ++k) raw%d[k] = reinterpret_cast<const uint4*>(it.data[%d])[g * "
-          "%d + k];",
-          n16, b, b, n16);
+          "for (int k = 0; k < %d; ++k) raw%d[k] = reinterpret_cast<const %s*>(it.data[%d])[g "
+          "* %d + k];",
+          v.second, b, v.first, b, v.second);
     }
     for (int o = 0; o < no; ++o) {
-      w_.line("uint4 raw%d[%d];", ni + o, e * layout_.element_bytes[ni + o] / 16);
+      const auto v = vector_type(e * layout_.element_bytes[ni + o]);
+      w_.line("%s raw%d[%d];", v.first, ni + o, v.second);
     }
     w_.line("#pragma unroll");
     w_.open("for (int e = 0; e < kVector; ++e)");
@@ -412,12 +427,12 @@ class Generator {
     }
     w_.close();
     for (int o = 0; o < no; ++o) {
-      const int n16 = e * layout_.element_bytes[ni + o] / 16;
+      const auto v = vector_type(e * layout_.element_bytes[ni + o]);
       w_.line("#pragma unroll");
       w_.line(
-          "for (int k = 0; k < %d; ++k) reinterpret_cast<uint4*>(it.data[%d])[g * %d + k] = "
+          "for (int k = 0; k < %d; ++k) reinterpret_cast<%s*>(it.data[%d])[g * %d + k] = "
           "raw%d[k];",
-          n16, ni + o, n16, ni + o);
+          v.second, v.first, ni + o, v.second, ni + o);
     }
     w_.close();
     w_.open("for (long long i = groups * kVector + first; i < it.numel; i += stride)");
@@ -432,7 +447,7 @@ class Generator {
     const int bindings = layout_.n_inputs + layout_.n_outputs;
     w_.line("constexpr int kRank = %d;", layout_.rank);
     w_.line("constexpr int kBindings = %d;", bindings);
-    w_.line("constexpr int kVector = %d;  // elements per 16-byte vector of the narrowest dtype",
+    w_.line("constexpr int kVector = %d;  // elements per thread and step on the vector path",
             layout_.vector_elements);
     w_.blank();
     tensor_element_function();

@@ -48,7 +48,10 @@ ParamLayout param_layout(const Graph& g, const kf_compile_options_t& options) {
   }
   l.shape_slots = std::max(l.rank, 1);
   const int32_t narrowest = *std::min_element(l.element_bytes.begin(), l.element_bytes.end());
-  l.vector_elements = 16 / std::max(narrowest, 1);
+  // 16 bytes of the narrowest dtype, at most 8 elements: the graph is inlined once per element
+  // of the vector, and 16 copies of a long graph cost NVRTC time for no bandwidth (1-byte
+  // bindings then move 8-byte vectors).
+  l.vector_elements = std::min(16 / std::max(narrowest, 1), 8);
   const size_t bindings = l.element_bytes.size();
   if (l.image) {
     l.item_slots = kImageHeaderSlots + 7 * static_cast<size_t>(l.n_inputs) +
@@ -89,11 +92,9 @@ void encode_item(const ParamLayout& l, const Item& item, int64_t* dst) {
   int64_t numel = 1;
   for (int32_t d = 0; d < l.rank; ++d) numel *= item.shape[d];
   bool all_contiguous = true, all_aligned = true;
-  size_t index = 0;
   auto check = [&](const Binding& b) {
     all_contiguous = all_contiguous && contiguous(b, l.rank, item.shape);
     all_aligned = all_aligned && reinterpret_cast<uintptr_t>(b.data) % 16 == 0;
-    ++index;
   };
   for (const Binding& b : item.inputs) check(b);
   for (const Binding& b : item.outputs) check(b);

@@ -35,7 +35,7 @@ constexpr size_t kMaxParamBytes = 32760;
 enum ItemMode : int64_t {
   kStrided = 0,     // any strides, broadcasting: coordinates from the linear index
   kContiguous = 1,  // every binding row-major contiguous over the iteration shape
-  kVector = 2,      // contiguous, and every pointer 16-byte aligned: 16-byte loads and stores
+  kVector = 2,      // contiguous, every pointer 16-byte aligned: vector loads and stores
 };
 
 struct ParamLayout {
@@ -48,7 +48,7 @@ struct ParamLayout {
   int32_t value_slots = 1;  // max(n_values, 1)
   int32_t capacity = 1;     // max_items
   bool inline_items = true;
-  int32_t vector_elements = 1;  // tensor graphs: elements per 16-byte vector of the narrowest dtype
+  int32_t vector_elements = 1;  // tensor graphs: elements per thread and step in kVector mode
   std::vector<int32_t> element_bytes;  // per binding: inputs, then outputs
   size_t item_slots = 0;
   size_t header_slots = 0;  // values, n_items, items
