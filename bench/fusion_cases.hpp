@@ -84,6 +84,10 @@ class FusionCaseRunner {
   // host time inside body. Both stay 0 on the CPU or when the host is slower than the cover.
   void time_hidden_launch(int runs, const std::function<void(int)>& body, double* device_us,
                           double* host_us);
+  // Median times of `fused` and `unfused`, measured in alternating rounds so that a change of
+  // the machine's load during the measurement (a shared CPU) touches both alike.
+  void time_pair(int warmup, const std::function<void(int)>& fused,
+                 const std::function<void(int)>& unfused, double* fused_us, double* unfused_us);
   bool cuda() const { return device_ == KF_DEVICE_CUDA; }
   // Sets the row's target and measurement, and PASS/MISS unless this is a --quick run (then
   // nothing is evaluated); a failed row is a MISS.

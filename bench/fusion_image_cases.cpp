@@ -215,8 +215,7 @@ void FusionCaseRunner::run_crops(const Emit& emit) {
       r.failed = r.check != "ok";
     }
     const int warmup = std::max(options_.warmup, sets);
-    r.us = median(timer_.time_runs(warmup, options_.iters, run_fused));
-    r.baseline_us = median(timer_.time_runs(warmup, options_.iters, run_baseline));
+    time_pair(warmup, run_fused, run_baseline, &r.us, &r.baseline_us);
     time_hidden_launch(options_.iters, run_fused, &r.device_us, &r.launch_host_us);
     r.note = "baseline: per crop 6 engine kernels (crop copy, cast, mul, sub, div, planar): " +
              std::to_string(6 * n) + " launches";
