@@ -51,6 +51,12 @@ void print_fusion_header(kf_device_type_t device, const FusionCacheDir& cache_di
       "  timing   %s; every output checked against float64 (outputs poisoned first) "
       "before timing\n",
       cuda ? "events between back-to-back runs, median" : "host clock around each run, median");
+  if (cuda) {
+    std::printf(
+        "  device   crops, resize: also each launch alone, queued behind ~1 ms of other "
+        "work and bracketed by events (its device time, the host's cost hidden), and the "
+        "host time inside the launch call\n");
+  }
   std::printf("  cache    KF_CACHE_DIR=%s (temporary, removed at exit)\n\n",
               cache_dir.path().c_str());
   std::printf("%-8s %-28s %-24s %11s %8s %6s %11s %8s  %-30s %-5s %s\n", "case", "variant", "shape",
