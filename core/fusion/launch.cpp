@@ -77,19 +77,24 @@ bool writes_each_element_once(const kf_tensor_desc_t& d) {
   return true;
 }
 
-Binding binding_of(const kf_tensor_t* t) {
-  Binding b;
-  b.data = t->data;
-  b.rank = t->desc.ndim;
-  for (int32_t d = 0; d < b.rank; ++d) {
-    b.shape[d] = t->desc.shape[d];
-    b.strides[d] = t->desc.strides[d];
+// Dimensions past a binding's rank read as zero, as in a fresh Binding (bindings are reused).
+void clear_tail(Binding* b) {
+  for (int32_t d = b->rank; d < KF_MAX_DIMS; ++d) b->shape[d] = b->strides[d] = 0;
+}
+
+void bind_as_is(const kf_tensor_t* t, Binding* b) {
+  b->data = t->data;
+  b->rank = t->desc.ndim;
+  for (int32_t d = 0; d < b->rank; ++d) {
+    b->shape[d] = t->desc.shape[d];
+    b->strides[d] = t->desc.strides[d];
   }
-  return b;
+  clear_tail(b);
 }
 
 // Tensor graphs: the NumPy broadcast of the item's inputs over rank r, every input binding
-// aligned to it (strides 0 where broadcast), outputs of exactly that shape.
+// aligned to it (strides 0 where broadcast), outputs of exactly that shape. The item's binding
+// vectors are already sized; every binding is overwritten in place.
 void bind_tensor_item(const std::vector<Use>& inputs, const std::vector<Use>& outputs, int32_t rank,
                       Item* item) {
   item->rank = rank;
@@ -109,35 +114,38 @@ void bind_tensor_item(const std::vector<Use>& inputs, const std::vector<Use>& ou
     }
     std::copy(item->shape, item->shape + rank, seen.shape);
   }
-  for (const Use& u : inputs) {
-    const kf_tensor_desc_t& d = u.tensor->desc;
+  for (size_t j = 0; j < inputs.size(); ++j) {
+    const kf_tensor_desc_t& d = inputs[j].tensor->desc;
     const int32_t lead = rank - d.ndim;
-    Binding b;
-    b.data = u.tensor->data;
+    Binding& b = item->inputs[j];
+    b.data = inputs[j].tensor->data;
     b.rank = rank;
     for (int32_t i = 0; i < rank; ++i) {
       b.shape[i] = item->shape[i];
       b.strides[i] = i < lead || d.shape[i - lead] == 1 ? 0 : d.strides[i - lead];
     }
-    item->inputs.push_back(b);
+    clear_tail(&b);
   }
-  for (const Use& u : outputs) {
+  for (size_t j = 0; j < outputs.size(); ++j) {
+    const Use& u = outputs[j];
     const kf_tensor_desc_t& d = u.tensor->desc;
     bool same = d.ndim == rank;
     for (int32_t i = 0; same && i < rank; ++i) same = d.shape[i] == item->shape[i];
     KF_REQUIRE(same, KF_ERROR_SHAPE_MISMATCH,
                "%s has shape %s, but the broadcast shape of the item's inputs is %s",
                where_bound(u).c_str(), shape_string(d).c_str(), shape_string(seen).c_str());
-    item->outputs.push_back(binding_of(u.tensor));
+    bind_as_is(u.tensor, &item->outputs[j]);
   }
 }
 
 // Image graphs: [H, W, C] images and [H * 3 / 2, W] NV12 frames as they are; outputs folded to
-// (y, x, c) whatever their layout, a batched one offset to its item.
+// (y, x, c) whatever their layout, a batched one offset to its item. As bind_tensor_item, in
+// place.
 void bind_image_item(const Graph& g, const std::vector<Use>& inputs,
                      const std::vector<Use>& outputs, int32_t item_index, int32_t n_items,
                      Item* item) {
-  for (const Use& u : inputs) {
+  for (size_t j = 0; j < inputs.size(); ++j) {
+    const Use& u = inputs[j];
     const Node& n = g.nodes[static_cast<size_t>(g.inputs[static_cast<size_t>(u.index)])];
     const kf_tensor_desc_t& d = u.tensor->desc;
     if (n.input.kind == KF_INPUT_IMAGE) {
@@ -150,11 +158,11 @@ void bind_image_item(const Graph& g, const std::vector<Use>& inputs,
                  "%s has shape %s, but an NV12 frame is [H * 3 / 2, W] with H and W even",
                  where_bound(u).c_str(), shape_string(d).c_str());
     }
-    item->inputs.push_back(binding_of(u.tensor));
+    bind_as_is(u.tensor, &item->inputs[j]);
   }
   item->rank = 2;
-  bool sized = false;
-  for (const Use& u : outputs) {
+  for (size_t j = 0; j < outputs.size(); ++j) {
+    const Use& u = outputs[j];
     const Output& o = g.outputs[static_cast<size_t>(u.index)];
     const int32_t channels = g.nodes[static_cast<size_t>(o.node)].channels;
     const kf_tensor_desc_t& d = u.tensor->desc;
@@ -169,17 +177,16 @@ void bind_image_item(const Graph& g, const std::vector<Use>& inputs,
     KF_REQUIRE(!o.batched || d.shape[0] >= n_items, KF_ERROR_SHAPE_MISMATCH,
                "%s has shape %s: a batched output needs N >= n_items (%d)", where_bound(u).c_str(),
                shape_string(d).c_str(), n_items);
-    if (!sized) {
+    if (j == 0) {
       item->shape[0] = d.shape[y];
       item->shape[1] = d.shape[x];
-      sized = true;
     }
     KF_REQUIRE(d.shape[y] == item->shape[0] && d.shape[x] == item->shape[1],
                KF_ERROR_SHAPE_MISMATCH,
                "%s is %" PRId64 " x %" PRId64 " (H x W), but output 0 of the item is %" PRId64
                " x %" PRId64 ": an item's outputs share one size",
                where_bound(u).c_str(), d.shape[y], d.shape[x], item->shape[0], item->shape[1]);
-    Binding b;
+    Binding& b = item->outputs[j];
     b.data =
         static_cast<char*>(u.tensor->data) +
         (o.batched ? item_index * d.strides[0] * static_cast<int64_t>(dtype_size(d.dtype)) : 0);
@@ -190,7 +197,7 @@ void bind_image_item(const Graph& g, const std::vector<Use>& inputs,
     b.strides[0] = d.strides[y];
     b.strides[1] = d.strides[x];
     b.strides[2] = d.strides[c];
-    item->outputs.push_back(b);
+    clear_tail(&b);
   }
 }
 
@@ -245,9 +252,18 @@ void check_overlaps(const std::vector<Use>& uses) {
   }
 }
 
-// The plan of a launch; `tensors` receives every tensor bound (a batched output once).
-LaunchPlan make_plan(const kf_fused_kernel_t* k, const kf_launch_args_t* args,
-                     std::vector<const kf_tensor_t*>* tensors) {
+// What a launch builds, kept per thread so that a steady stream of launches allocates nothing:
+// programs consume the plan before launch() returns (the CPU executor runs it, the CUDA program
+// copies it into its parameter block).
+struct Scratch {
+  LaunchPlan plan;
+  std::vector<Use> uses;     // tensors to validate, overlap-check and prepare
+  std::vector<Use> inputs;   // the current item's
+  std::vector<Use> outputs;  // the current item's
+};
+
+// Fills s.plan for a launch and s.uses with every tensor bound (a repeated one once).
+void make_plan(const kf_fused_kernel_t* k, const kf_launch_args_t* args, Scratch& s) {
   const Graph& g = k->graph;
   KF_REQUIRE_ARG(args != nullptr, "args is NULL");
   KF_REQUIRE_ARG(args->struct_size >= sizeof(kf_launch_args_t),
@@ -282,8 +298,8 @@ LaunchPlan make_plan(const kf_fused_kernel_t* k, const kf_launch_args_t* args,
                    "::crop); pass NULL");
   }
 
-  LaunchPlan plan;
-  plan.values = g.values;
+  LaunchPlan& plan = s.plan;
+  plan.values.assign(g.values.begin(), g.values.end());
   KF_REQUIRE_ARG(args->n_values == 0 || args->values != nullptr,
                  "args->values is NULL but args->n_values is %zu", args->n_values);
   for (size_t v = 0; v < args->n_values; ++v) {
@@ -304,44 +320,57 @@ LaunchPlan make_plan(const kf_fused_kernel_t* k, const kf_launch_args_t* args,
   int32_t rank = 0;  // tensor graphs: the iteration rank
   for (int32_t id : g.inputs) rank = std::max(rank, g.nodes[static_cast<size_t>(id)].input.rank);
 
-  std::vector<Use> uses;
-  uses.reserve(static_cast<size_t>(n_items) * (n_in + n_out));
-  std::vector<Use> inputs(n_in), outputs(n_out);
-  plan.items.reserve(static_cast<size_t>(n_items));
+  // A tensor bound at the same position as in the previous item (one frame, many crops; one
+  // batched output) was checked there: only its first use is validated and overlap-checked.
+  std::vector<Use>& uses = s.uses;
+  std::vector<Use>& inputs = s.inputs;
+  std::vector<Use>& outputs = s.outputs;
+  uses.clear();
+  inputs.resize(n_in);
+  outputs.resize(n_out);
+  size_t used = 0;  // items of plan.items filled so far (empty items are dropped)
   for (int32_t i = 0; i < n_items; ++i) {
     for (size_t j = 0; j < n_in; ++j) {
       const Node& n = g.nodes[static_cast<size_t>(g.inputs[j])];
-      Use u{args->inputs[static_cast<size_t>(i) * n_in + j], false, i, static_cast<int32_t>(j)};
+      const Use u{args->inputs[static_cast<size_t>(i) * n_in + j], false, i,
+                  static_cast<int32_t>(j)};
+      const bool repeated = i > 0 && u.tensor == inputs[j].tensor;
+      inputs[j] = u;
+      if (repeated) continue;
       bound_tensor(u.tensor, k->ctx, u, n.dtype);
       KF_REQUIRE(g.image || u.tensor->desc.ndim == n.input.rank, KF_ERROR_SHAPE_MISMATCH,
                  "%s has rank %d (shape %s), but the graph declares rank %d",
                  where_bound(u).c_str(), u.tensor->desc.ndim, shape_string(u.tensor->desc).c_str(),
                  n.input.rank);
-      inputs[j] = u;
       uses.push_back(u);
     }
     for (size_t j = 0; j < n_out; ++j) {
       const Output& o = g.outputs[j];
-      Use u{args->outputs[static_cast<size_t>(i) * n_out + j], true, i, static_cast<int32_t>(j)};
-      bound_tensor(u.tensor, k->ctx, u, g.nodes[static_cast<size_t>(o.node)].dtype);
-      KF_REQUIRE_ARG(writes_each_element_once(u.tensor->desc),
-                     "%s has overlapping elements (shape %s, strides %s): an output must not "
-                     "write one element twice",
-                     where_bound(u).c_str(), shape_string(u.tensor->desc).c_str(),
-                     strides_string(u.tensor->desc).c_str());
+      const Use u{args->outputs[static_cast<size_t>(i) * n_out + j], true, i,
+                  static_cast<int32_t>(j)};
+      const bool repeated = i > 0 && u.tensor == outputs[j].tensor;
+      outputs[j] = u;
       if (o.batched && i > 0) {
-        KF_REQUIRE_ARG(u.tensor == args->outputs[j],
+        KF_REQUIRE_ARG(repeated,
                        "%s is not the tensor given for item 0: a batched output is the same "
                        "tensor in every item",
                        where_bound(u).c_str());
-      } else {
-        uses.push_back(u);
+        continue;
       }
-      outputs[j] = u;
+      if (!repeated) {
+        bound_tensor(u.tensor, k->ctx, u, g.nodes[static_cast<size_t>(o.node)].dtype);
+        KF_REQUIRE_ARG(writes_each_element_once(u.tensor->desc),
+                       "%s has overlapping elements (shape %s, strides %s): an output must not "
+                       "write one element twice",
+                       where_bound(u).c_str(), shape_string(u.tensor->desc).c_str(),
+                       strides_string(u.tensor->desc).c_str());
+      }
+      uses.push_back(u);  // a per-item output repeated is two items writing one tensor
     }
-    Item item;
-    item.inputs.reserve(n_in);
-    item.outputs.reserve(n_out);
+    if (used == plan.items.size()) plan.items.emplace_back();
+    Item& item = plan.items[used];
+    if (item.inputs.size() != n_in) item.inputs.resize(n_in);
+    if (item.outputs.size() != n_out) item.outputs.resize(n_out);
     if (g.image) {
       bind_image_item(g, inputs, outputs, i, n_items, &item);
       item.crop = k->crops ? args->crops[i] : whole_image(g, item);
@@ -350,12 +379,11 @@ LaunchPlan make_plan(const kf_fused_kernel_t* k, const kf_launch_args_t* args,
     }
     int64_t elements = 1;
     for (int32_t d = 0; d < item.rank; ++d) elements *= item.shape[d];
-    if (elements > 0) plan.items.push_back(std::move(item));
+    for (int32_t d = item.rank; d < KF_MAX_DIMS; ++d) item.shape[d] = 0;
+    if (elements > 0) ++used;  // an empty item has nothing to write
   }
+  plan.items.resize(used);
   check_overlaps(uses);
-  tensors->reserve(uses.size());
-  for (const Use& u : uses) tensors->push_back(u.tensor);
-  return plan;
 }
 
 }  // namespace
@@ -370,16 +398,12 @@ kf_result_t kf_fused_kernel_launch(const kf_fused_kernel_t* k, const kf_launch_a
     kf::checked(k, "k");
     kf_context_t* ctx = k->ctx;
     kf_stream_t* stream = kf::resolve_stream(ctx, s, "s");
-    std::vector<const kf_tensor_t*> tensors;
-    const kf::fusion::LaunchPlan plan = kf::fusion::make_plan(k, args, &tensors);
-    if (plan.items.empty()) return;  // every item is empty: nothing to write
+    thread_local kf::fusion::Scratch scratch;
+    kf::fusion::make_plan(k, args, scratch);
+    if (scratch.plan.items.empty()) return;  // every item is empty: nothing to write
     kf::activate(ctx);
-    const kf_tensor_t* previous = nullptr;  // one frame read by many items: one check
-    for (const kf_tensor_t* t : tensors) {
-      if (t != previous) kf::prepare_for_stream(t, stream);
-      previous = t;
-    }
-    k->program->launch(ctx, plan, stream);
+    for (const kf::fusion::Use& u : scratch.uses) kf::prepare_for_stream(u.tensor, stream);
+    k->program->launch(ctx, scratch.plan, stream);
   });
 }
 

@@ -134,6 +134,16 @@ class GraphTest : public ::testing::Test {
     const kf_result_t r = kf_graph_compile(graph ? graph : g, &o, &k);
     EXPECT_EQ(r, KF_SUCCESS) << kf_get_last_error_message();
     if (k != nullptr) kernels.push_back(k);
+#if defined(KF_TEST_NVRTC)
+    // Builds with NVRTC also compile every kernel of the suite for both CI architectures.
+    for (int32_t sm : {80, 90}) {
+      size_t cubin_bytes = 0;
+      EXPECT_EQ(kf_graph_compile_for_arch(graph ? graph : g, &o, sm, &cubin_bytes, nullptr),
+                KF_SUCCESS)
+          << "sm_" << sm << ": " << kf_get_last_error_message();
+      EXPECT_GT(cubin_bytes, 0u) << "sm_" << sm;
+    }
+#endif
     return k;
   }
   kf_fused_kernel_info_t info(const kf_fused_kernel_t* k) {
@@ -647,6 +657,15 @@ TEST_F(GraphTest, GraphSourceIsAvailableEverywhere) {
   EXPECT_EQ(source.size(), length);
   EXPECT_EQ(source.back(), '\0');
   EXPECT_EQ(std::strlen(source.c_str()) + 1, length);
+#if !defined(KF_TEST_NVRTC)
+  // A CPU-only build generates source but has no NVRTC to compile it.
+  size_t cubin_bytes = 123;
+  kf_kernel_origin_t origin = KF_KERNEL_MEMORY_CACHE;
+  EXPECT_FAILS(kf_graph_compile_for_arch(g, nullptr, 90, &cubin_bytes, &origin),
+               KF_ERROR_NOT_SUPPORTED, "no CUDA backend");
+  EXPECT_EQ(cubin_bytes, 123u);
+  EXPECT_EQ(origin, KF_KERNEL_MEMORY_CACHE);
+#endif
 }
 
 // Graphs that differ only in values share a structure (and a cached kernel); graphs that
