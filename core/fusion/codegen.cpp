@@ -321,6 +321,19 @@ class Generator {
     fail(KF_ERROR_INTERNAL, "codegen: unknown node kind %d", static_cast<int>(n.kind));
   }
 
+  // The launch values, copied into registers when there are few: the compiler then hoists their
+  // conversions out of the element loops (a pointer into the parameter block may alias the
+  // outputs' stores as far as it can tell).
+  void values_prologue() {
+    if (layout_.n_values == 0 || layout_.n_values > 64) {
+      w_.line("const double* values = p.values;");
+      return;
+    }
+    w_.line("double values[%d];", layout_.n_values);
+    w_.line("#pragma unroll");
+    w_.line("for (int i = 0; i < %d; ++i) values[i] = p.values[i];", layout_.n_values);
+  }
+
   // ---- tensor graphs
 
   // element(values, in..., out...): the graph for one element.
@@ -357,12 +370,12 @@ class Generator {
   void tensor_at_offsets_function() {
     const int ni = layout_.n_inputs;
     w_.open(
-        "__device__ __forceinline__ void at_offsets(const double* values, const Item& it, "
-        "const long long (&off)[kBindings])");
+        "__device__ __forceinline__ void at_offsets(const double* values, char* const "
+        "(&data)[kBindings], const long long (&off)[kBindings])");
     std::string args = "values";
     for (int32_t id : g_.inputs) {
       const int pos = g_.nodes[id].input.position;
-      w_.line("const km::Compute<%s> in%d = km::load<%s>(it.data[%d], off[%d]);",
+      w_.line("const km::Compute<%s> in%d = km::load<%s>(data[%d], off[%d]);",
               dtype_name(g_.nodes[id].dtype), pos, dtype_name(g_.nodes[id].dtype), pos, pos);
       args += format(", in%d", pos);
     }
@@ -373,7 +386,7 @@ class Generator {
     w_.line("element(%s);", args.c_str());
     for (size_t o = 0; o < g_.outputs.size(); ++o) {
       const char* d = dtype_name(g_.nodes[g_.outputs[o].node].dtype);
-      w_.line("km::store<%s>(it.data[%zu], off[%zu], out%zu);", d, ni + o, ni + o, o);
+      w_.line("km::store<%s>(data[%zu], off[%zu], out%zu);", d, ni + o, ni + o, o);
     }
     w_.close();
     w_.blank();
@@ -392,14 +405,14 @@ class Generator {
   void tensor_vector_body() {
     const int ni = layout_.n_inputs, no = layout_.n_outputs;
     const int e = layout_.vector_elements;
-    w_.line("const long long groups = it.numel / kVector;");
+    w_.line("const long long groups = numel / kVector;");
     w_.open("for (long long g = first; g < groups; g += stride)");
     for (int b = 0; b < ni; ++b) {
       const auto v = vector_type(e * layout_.element_bytes[b]);
       w_.line("%s raw%d[%d];", v.first, b, v.second);
       w_.line("#pragma unroll");
       w_.line(
-          "for (int k = 0; k < %d; ++k) raw%d[k] = reinterpret_cast<const %s*>(it.data[%d])[g "
+          "for (int k = 0; k < %d; ++k) raw%d[k] = reinterpret_cast<const %s*>(data[%d])[g "
           "* %d + k];",
           v.second, b, v.first, b, v.second);
     }
@@ -430,16 +443,16 @@ class Generator {
       const auto v = vector_type(e * layout_.element_bytes[ni + o]);
       w_.line("#pragma unroll");
       w_.line(
-          "for (int k = 0; k < %d; ++k) reinterpret_cast<%s*>(it.data[%d])[g * %d + k] = "
+          "for (int k = 0; k < %d; ++k) reinterpret_cast<%s*>(data[%d])[g * %d + k] = "
           "raw%d[k];",
           v.second, v.first, ni + o, v.second, ni + o);
     }
     w_.close();
-    w_.open("for (long long i = groups * kVector + first; i < it.numel; i += stride)");
+    w_.open("for (long long i = groups * kVector + first; i < numel; i += stride)");
     w_.line("long long off[kBindings];");
     w_.line("#pragma unroll");
     w_.line("for (int b = 0; b < kBindings; ++b) off[b] = i;");
-    w_.line("at_offsets(values, it, off);");
+    w_.line("at_offsets(values, data, off);");
     w_.close();
   }
 
@@ -459,7 +472,11 @@ class Generator {
         "__grid_constant__ Params p)");
     w_.line("const Item& it = %s[blockIdx.y];",
             layout_.inline_items ? "p.inline_items" : "p.items");
-    w_.line("const double* values = p.values;");
+    values_prologue();
+    w_.line("const long long numel = it.numel;");
+    w_.line("char* data[kBindings];");
+    w_.line("#pragma unroll");
+    w_.line("for (int b = 0; b < kBindings; ++b) data[b] = it.data[b];");
     w_.line("const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;");
     w_.line(
         "const long long first = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;");
@@ -472,16 +489,16 @@ class Generator {
     }
     {
       // contiguous: every binding's offset is the linear index
-      w_.open("for (long long i = first; i < it.numel; i += stride)");
+      w_.open("for (long long i = first; i < numel; i += stride)");
       w_.line("long long off[kBindings];");
       w_.line("#pragma unroll");
       w_.line("for (int b = 0; b < kBindings; ++b) off[b] = i;");
-      w_.line("at_offsets(values, it, off);");
+      w_.line("at_offsets(values, data, off);");
       w_.close();
     }
     w_.next("} else {");
     {
-      w_.open("for (long long i = first; i < it.numel; i += stride)");
+      w_.open("for (long long i = first; i < numel; i += stride)");
       w_.line("long long off[kBindings] = {};");
       w_.line("long long rest = i;");
       w_.line("#pragma unroll");
@@ -492,7 +509,7 @@ class Generator {
       w_.line("#pragma unroll");
       w_.line("for (int b = 0; b < kBindings; ++b) off[b] += coordinate * it.strides[b][d];");
       w_.close();
-      w_.line("at_offsets(values, it, off);");
+      w_.line("at_offsets(values, data, off);");
       w_.close();
     }
     w_.close();
@@ -533,7 +550,7 @@ class Generator {
         "__grid_constant__ Params p)");
     w_.line("const Item& it = %s[blockIdx.z];",
             layout_.inline_items ? "p.inline_items" : "p.items");
-    w_.line("const double* values = p.values;");
+    values_prologue();
     w_.line("const int out_h = static_cast<int>(it.out_h), out_w = static_cast<int>(it.out_w);");
     std::vector<bool> input_read(g_.inputs.size(), false);
     for (size_t id = 0; id < g_.nodes.size(); ++id) {
@@ -578,6 +595,13 @@ class Generator {
             id, k, k, n.read.keep_aspect_ratio ? "true" : "false");
       }
     }
+    for (size_t o = 0; o < g_.outputs.size(); ++o) {
+      w_.line("char* const out%zu = it.out_data[%zu];", o, o);
+      w_.line(
+          "const long long out%zu_y = it.out_strides[%zu][0], out%zu_x = it.out_strides[%zu][1], "
+          "out%zu_c = it.out_strides[%zu][2];",
+          o, o, o, o, o, o);
+    }
     w_.open(
         "for (int y = blockIdx.y * blockDim.y + threadIdx.y; y < out_h; y += gridDim.y * "
         "blockDim.y)");
@@ -590,11 +614,10 @@ class Generator {
     for (size_t o = 0; o < g_.outputs.size(); ++o) {
       const Node& n = g_.nodes[g_.outputs[o].node];
       const char* d = dtype_name(n.dtype);
-      w_.line("const long long base%zu = y * it.out_strides[%zu][0] + x * it.out_strides[%zu][1];",
-              o, o, o);
+      w_.line("const long long base%zu = y * out%zu_y + x * out%zu_x;", o, o, o);
       for (int c = 0; c < n.channels; ++c) {
-        w_.line("km::store<%s>(it.out_data[%zu], base%zu + %d * it.out_strides[%zu][2], %s);", d, o,
-                o, c, o, target(g_.outputs[o].node, c).c_str());
+        w_.line("km::store<%s>(out%zu, base%zu + %d * out%zu_c, %s);", d, o, o, c, o,
+                target(g_.outputs[o].node, c).c_str());
       }
     }
     w_.close();
