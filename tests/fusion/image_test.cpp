@@ -528,4 +528,59 @@ TEST_F(ImageTest, FiftyCropsOfOneFrameInOneLaunch) {
   }
 }
 
+// Two images of different sizes read without crops (each read resamples its own whole image to
+// the output size), a 1-channel mask broadcast over 3 channels, a per-channel constant, and
+// per-item outputs of different sizes in one launch.
+TEST_F(ImageTest, TwoImagesOfDifferentSizesAndChannelBroadcast) {
+  const int H1 = 17, W1 = 23, H2 = 6, W2 = 9, kItems = 2;
+  fusion_test::GraphHandle g(ctx());
+  Builder b{g};
+  const int32_t frame = b.image(KF_DTYPE_UINT8, 3);
+  const int32_t mask = b.image(KF_DTYPE_FLOAT32, 1);
+  kf_image_read_desc_t bilinear = KF_IMAGE_READ_DESC_INIT;
+  bilinear.interpolation = KF_INTERP_BILINEAR;
+  bilinear.border = KF_BORDER_REFLECT;
+  kf_image_read_desc_t nearest = KF_IMAGE_READ_DESC_INIT;
+  nearest.interpolation = KF_INTERP_NEAREST;
+  const int32_t pixels = b.read(frame, bilinear);
+  const int32_t weights = b.read(mask, nearest);
+  const int32_t masked = b.binary(KF_BINARY_MUL, pixels, weights);  // 3 x 1 channels
+  const int32_t shifted = b.binary(KF_BINARY_ADD, masked, b.constant({1.0, -2.0, 3.5}));
+  b.output(shifted, KF_OUTPUT_PLANAR);
+  fusion_test::KernelHandle k = fusion_test::compile(g, kItems);
+  ASSERT_NE(k.k, nullptr);
+
+  std::vector<const kf_tensor_t*> inputs;
+  std::vector<kf_tensor_t*> outputs;
+  std::vector<DeviceTensor> frames, masks, outs;
+  std::vector<std::vector<Num>> frame_pixels, mask_pixels;
+  for (int i = 0; i < kItems; ++i) {
+    frame_pixels.push_back(random_pixels(KF_DTYPE_UINT8, size_t{H1} * W1 * 3, rng));
+    mask_pixels.push_back(random_pixels(KF_DTYPE_FLOAT32, size_t{H2} * W2, rng));
+    frames.push_back(upload_image(frame_pixels.back(), KF_DTYPE_UINT8, {H1, W1, 3}, i == 1));
+    masks.push_back(upload_image(mask_pixels.back(), KF_DTYPE_FLOAT32, {H2, W2, 1}, i == 0));
+    outs.push_back(output(KF_DTYPE_FLOAT32, {3, 7 + 5 * i, 11 + 3 * i}));
+    inputs.push_back(frames.back().handle());
+    inputs.push_back(masks.back().handle());
+    outputs.push_back(outs.back().handle());
+  }
+  launch_ok(k, kItems, inputs, outputs, {});
+  for (int i = 0; i < kItems; ++i) {
+    const int out_h = static_cast<int>(outs[i].shape[1]),
+              out_w = static_cast<int>(outs[i].shape[2]);
+    const Img a = read_reference(to_img(frame_pixels[i], KF_DTYPE_UINT8, H1, W1, 3), {0, 0, W1, H1},
+                                 out_w, out_h, bilinear, {0, 0, 0});
+    const Img m = read_reference(to_img(mask_pixels[i], KF_DTYPE_FLOAT32, H2, W2, 1),
+                                 {0, 0, W2, H2}, out_w, out_h, nearest, {0});
+    Img want = a;
+    const double constant[3] = {1.0, -2.0, 3.5};
+    for (int y = 0; y < out_h; ++y)
+      for (int x = 0; x < out_w; ++x)
+        for (int ch = 0; ch < 3; ++ch)
+          want.at(x, y, ch) = a.at(x, y, ch) * m.at(x, y, 0) + constant[ch];
+    expect_image(fusion_test::download(outs[i], "item"), KF_DTYPE_FLOAT32, want, true, 2e-5,
+                 "item " + std::to_string(i));
+  }
+}
+
 }  // namespace

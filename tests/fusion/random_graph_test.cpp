@@ -290,6 +290,18 @@ Ref cast_ref(const Ref& x, kf_dtype_t from, kf_dtype_t to, int mode) {
   return r;
 }
 
+template <class T>
+bool compare_values(int op, T x, T y) {
+  switch (op) {
+    case KF_BINARY_EQ: return x == y;
+    case KF_BINARY_NE: return x != y;
+    case KF_BINARY_LT: return x < y;
+    case KF_BINARY_LE: return x <= y;
+    case KF_BINARY_GT: return x > y;
+    default: return x >= y;
+  }
+}
+
 double activation_ref(int act, double x) {
   return row_test::reference_activation(static_cast<kf_activation_t>(act), x);
 }
@@ -365,23 +377,11 @@ Ref eval(const Case& c, const RefNode& n, const std::vector<Ref>& v) {
         const kf_dtype_t od = c.nodes[n.args[0]].kind == Kind::scalar ? arg_dtype(1) : arg_dtype(0);
         bool result;
         if (is_integer(od)) {
-          const int64_t x = a.i, y = b.i;
-          result = n.op == KF_BINARY_EQ   ? x == y
-                   : n.op == KF_BINARY_NE ? x != y
-                   : n.op == KF_BINARY_LT ? x < y
-                   : n.op == KF_BINARY_LE ? x <= y
-                   : n.op == KF_BINARY_GT ? x > y
-                                          : x >= y;
+          result = compare_values(n.op, a.i, b.i);
         } else {
-          const double x = a.f, y = b.f;
-          result = n.op == KF_BINARY_EQ   ? x == y
-                   : n.op == KF_BINARY_NE ? x != y
-                   : n.op == KF_BINARY_LT ? x < y
-                   : n.op == KF_BINARY_LE ? x <= y
-                   : n.op == KF_BINARY_GT ? x > y
-                                          : x >= y;
+          result = compare_values(n.op, a.f, b.f);
           const double e = a.err + b.err;
-          if (e > 0 && !(std::fabs(x - y) > e)) r.unsure = true;
+          if (e > 0 && !(std::fabs(a.f - b.f) > e)) r.unsure = true;
         }
         r.i = result ? 1 : 0;
         return r;
