@@ -247,7 +247,7 @@ void Executor::eval(int32_t id, int64_t count, const double* values, Scratch& sc
         const T* x = static_cast<const T*>(buffer(node.args[0], scratch));
         with_int<0, KF_UNARY_SQUARE>(node.op, [&](auto op) {
           constexpr int O = op(), D = dtype();
-          map1(static_cast<T*>(out), count * C, x, [](T v) { return math::unary<O, D>(v); });
+          map1(static_cast<T*>(out), count * C, x, [&](T v) { return math::unary<O, D>(v); });
         });
       });
       break;
@@ -257,7 +257,7 @@ void Executor::eval(int32_t id, int64_t count, const double* values, Scratch& sc
         const T* x = static_cast<const T*>(buffer(node.args[0], scratch));
         with_int<0, KF_ACTIVATION_SIGMOID>(node.op, [&](auto act) {
           constexpr int A = act(), D = dtype();
-          map1(static_cast<T*>(out), count * C, x, [](T v) { return math::activation<A, D>(v); });
+          map1(static_cast<T*>(out), count * C, x, [&](T v) { return math::activation<A, D>(v); });
         });
       });
       break;
@@ -273,7 +273,7 @@ void Executor::eval(int32_t id, int64_t count, const double* values, Scratch& sc
           with_int<KF_BINARY_EQ, KF_BINARY_GE>(node.op, [&](auto op) {
             constexpr int O = op(), D = dtype();
             map2(static_cast<long long*>(out), count, C, x, y,
-                 [](T u, T v) { return math::compare<O, D>(u, v); });
+                 [&](T u, T v) { return math::compare<O, D>(u, v); });
           });
         });
       } else {
@@ -285,7 +285,7 @@ void Executor::eval(int32_t id, int64_t count, const double* values, Scratch& sc
           with_int<KF_BINARY_ADD, KF_BINARY_POW>(node.op, [&](auto op) {
             constexpr int O = op(), D = dtype();
             map2(static_cast<T*>(out), count, C, x, y,
-                 [](T u, T v) { return math::binary<O, D>(u, v); });
+                 [&](T u, T v) { return math::binary<O, D>(u, v); });
           });
         });
       }
@@ -299,7 +299,7 @@ void Executor::eval(int32_t id, int64_t count, const double* values, Scratch& sc
              operand<dtype()>(id, node.args[0], values, scratch, cx),
              operand<dtype()>(id, node.args[1], values, scratch, clo),
              operand<dtype()>(id, node.args[2], values, scratch, chi),
-             [](T x, T lo, T hi) { return math::clamp<D>(x, lo, hi); });
+             [&](T x, T lo, T hi) { return math::clamp<D>(x, lo, hi); });
       });
       break;
     case NodeKind::where:
@@ -314,7 +314,7 @@ void Executor::eval(int32_t id, int64_t count, const double* values, Scratch& sc
           map3(static_cast<T*>(out), count, C, cond,
                operand<dtype()>(id, node.args[1], values, scratch, ca),
                operand<dtype()>(id, node.args[2], values, scratch, cb),
-               [](Cond c, T a, T b) { return math::select<D>(math::truthy<DC>(c), a, b); });
+               [&](Cond c, T a, T b) { return math::select<D>(math::truthy<DC>(c), a, b); });
         });
       });
       break;
@@ -327,7 +327,7 @@ void Executor::eval(int32_t id, int64_t count, const double* values, Scratch& sc
           with_int<0, KF_CAST_SATURATE_ROUND>(node.op, [&](auto mode) {
             constexpr int F = from(), T = to(), M = mode();
             map1(static_cast<To*>(out), count * C, x,
-                 [](From v) { return math::cast<F, T, M>(v); });
+                 [&](From v) { return math::cast<F, T, M>(v); });
           });
         });
       });
