@@ -14,28 +14,6 @@ namespace kf {
 namespace fusion {
 namespace {
 
-void append(std::string& key, const char* tag, int64_t value) {
-  key += tag;
-  key += std::to_string(value);
-}
-
-const char* kind_tag(NodeKind kind) {
-  switch (kind) {
-    case NodeKind::input: return "in";
-    case NodeKind::constant: return "const";
-    case NodeKind::unary: return "unary";
-    case NodeKind::activation: return "act";
-    case NodeKind::binary: return "binary";
-    case NodeKind::clamp: return "clamp";
-    case NodeKind::where: return "where";
-    case NodeKind::cast: return "cast";
-    case NodeKind::read_image: return "read";
-    case NodeKind::color: return "color";
-    case NodeKind::normalize: return "normalize";
-  }
-  return "?";
-}
-
 // The dtype the operands of a binary/clamp/where node meet in: the first non-weak one's.
 kf_dtype_t common_operand_dtype(const Graph& g, const Node& n) {
   const int32_t first = n.kind == NodeKind::where ? 1 : 0;
@@ -64,45 +42,48 @@ std::string value_name(const Node& n, int32_t index) {
 
 }  // namespace
 
+// The key is a compact binary record, not text: it is built on every kf_graph_compile(), and an
+// in-memory cache hit must stay a few microseconds. Every field is a fixed-width int32, so equal
+// keys mean equal structure field by field.
 std::string Graph::structure_key(const kf_compile_options_t& options) const {
-  std::string key;
-  key.reserve(32 + nodes.size() * 40);
-  key += image ? "kf-graph1 image" : "kf-graph1 tensor";
-  append(key, " items=", options.max_items);
-  for (size_t id = 0; id < nodes.size(); ++id) {
-    const Node& n = nodes[id];
-    append(key, "\n", static_cast<int64_t>(id));
-    key += ' ';
-    key += kind_tag(n.kind);
-    append(key, " op=", n.op);
-    for (int32_t i = 0; i < n.n_args; ++i) append(key, i == 0 ? " args=" : ",", n.args[i]);
-    if (n.weak) {
-      key += " weak";
-    } else {
-      append(key, " dtype=", n.dtype);
-    }
-    append(key, " c=", n.channels);
-    append(key, " slots=", n.value_count);
-    if (n.kind == NodeKind::input) {
-      append(key, " kind=", n.input.kind);
-      append(key, " rank=", n.input.rank);
-      append(key, " pos=", n.input.position);
-    }
-    if (n.kind == NodeKind::read_image) {
-      const ReadInfo& r = n.read;
-      append(key, " crop=", r.crop);
-      append(key, " interp=", r.interpolation);
-      append(key, " keep=", r.keep_aspect_ratio);
-      append(key, " border=", r.border);
-      append(key, " std=", r.color_standard);
-      append(key, " full=", r.full_range);
-    }
+  constexpr int kNodeFields = 18;
+  constexpr int kOutputFields = 3;
+  std::vector<int32_t> fields;
+  fields.reserve(4 + nodes.size() * kNodeFields + outputs.size() * kOutputFields);
+  fields.insert(fields.end(),
+                {static_cast<int32_t>(image), options.max_items, static_cast<int32_t>(nodes.size()),
+                 static_cast<int32_t>(outputs.size())});
+  for (const Node& n : nodes) {
+    const bool input = n.kind == NodeKind::input;
+    const bool read = n.kind == NodeKind::read_image;
+    const int32_t record[kNodeFields] = {
+        static_cast<int32_t>(n.kind),
+        n.op,
+        n.args[0],
+        n.args[1],
+        n.args[2],
+        n.n_args,
+        n.weak ? -1 : static_cast<int32_t>(n.dtype),  // a weak constant's dtype is meaningless
+        n.channels,
+        n.value_count,
+        input ? static_cast<int32_t>(n.input.kind) : -1,
+        input ? n.input.rank : -1,
+        input ? n.input.position : -1,
+        read ? static_cast<int32_t>(n.read.crop) : -1,
+        read ? static_cast<int32_t>(n.read.interpolation) : -1,
+        read ? static_cast<int32_t>(n.read.keep_aspect_ratio) : -1,
+        read ? static_cast<int32_t>(n.read.border) : -1,
+        read ? static_cast<int32_t>(n.read.color_standard) : -1,
+        read ? static_cast<int32_t>(n.read.full_range) : -1,
+    };
+    fields.insert(fields.end(), record, record + kNodeFields);
   }
   for (const Output& o : outputs) {
-    append(key, "\nout ", o.node);
-    append(key, " layout=", o.layout);
-    append(key, " batched=", o.batched);
+    fields.insert(fields.end(),
+                  {o.node, static_cast<int32_t>(o.layout), static_cast<int32_t>(o.batched)});
   }
+  std::string key("kf-graph-v1:");
+  key.append(reinterpret_cast<const char*>(fields.data()), fields.size() * sizeof(int32_t));
   return key;
 }
 

@@ -70,8 +70,9 @@ struct Graph {
   std::vector<Output> outputs;  // in marking order
   std::vector<double> values;   // default launch values, slots owned by nodes
 
-  // A canonical text of everything that is structure (no values): the in-memory cache key.
-  // Two graphs with equal keys generate identical code for identical compile options.
+  // A canonical encoding (binary, not text) of everything that is structure, the batch capacity
+  // included, and no values: the in-memory cache key. Two graphs with equal keys generate
+  // identical code for identical compile options.
   std::string structure_key(const kf_compile_options_t& options) const;
 };
 

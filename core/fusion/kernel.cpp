@@ -47,11 +47,26 @@ kf_compile_options_t read_options(const kf_compile_options_t* options) {
   return o;
 }
 
-// FNV-1a: stable across processes and builds, unlike std::hash.
+// A 64-bit hash of the key, stable across processes and builds (unlike std::hash), eight bytes
+// per step: the key is rebuilt and hashed on every compile, cache hits included.
 uint64_t hash_key(const std::string& key) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : key) h = (h ^ c) * 0x100000001b3ull;
-  return h;
+  auto mix = [](uint64_t h) {  // murmur3's finaliser
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    return h ^ (h >> 33);
+  };
+  uint64_t h = 0x9e3779b97f4a7c15ull ^ key.size();
+  size_t at = 0;
+  for (; at + 8 <= key.size(); at += 8) {
+    uint64_t word;
+    std::memcpy(&word, key.data() + at, 8);
+    h = mix(h ^ word);
+  }
+  uint64_t tail = 0;
+  std::memcpy(&tail, key.data() + at, key.size() - at);
+  return mix(h ^ tail);
 }
 
 // Copies source (NUL-terminated) to buffer; *length is set even when buffer is too small.
