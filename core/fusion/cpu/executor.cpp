@@ -15,6 +15,7 @@
 #include "core/fusion/cpu/tile.hpp"
 #include "core/fusion/program.hpp"
 #include "core/runtime/context.hpp"
+#include "core/runtime/cpu_clones.hpp"
 #include "core/runtime/thread_pool.hpp"
 
 namespace kf {
@@ -34,13 +35,15 @@ struct In {
   T at(int64_t i, int c) const { return p[i * pixel_stride + c * channel_stride]; }
 };
 
+// The loops over a tile: vectorised, in AVX-512 and AVX2 clones too (no FMA contraction: the
+// sources are built with -ffp-contract=off, so every clone computes the same bits).
 template <class R, class A, class F>
-void map1(R* out, int64_t n, const A* a, F f) {
+KF_CPU_CLONES void map1(R* out, int64_t n, const A* a, F f) {
   for (int64_t i = 0; i < n; ++i) out[i] = f(a[i]);
 }
 
 template <class R, class A, class B, class F>
-void map2(R* out, int64_t n, int C, In<A> a, In<B> b, F f) {
+KF_CPU_CLONES void map2(R* out, int64_t n, int C, In<A> a, In<B> b, F f) {
   const int64_t m = n * C;
   if (a.full(C) && b.full(C)) {
     for (int64_t i = 0; i < m; ++i) out[i] = f(a.p[i], b.p[i]);
@@ -57,13 +60,35 @@ void map2(R* out, int64_t n, int C, In<A> a, In<B> b, F f) {
 }
 
 template <class R, class A, class B, class D, class F>
-void map3(R* out, int64_t n, int C, In<A> a, In<B> b, In<D> d, F f) {
+KF_CPU_CLONES void map3(R* out, int64_t n, int C, In<A> a, In<B> b, In<D> d, F f) {
   if ((a.full(C) || a.scalar(C)) && (b.full(C) || b.scalar(C)) && (d.full(C) || d.scalar(C))) {
     const int64_t sa = a.full(C), sb = b.full(C), sd = d.full(C), m = n * C;
     for (int64_t i = 0; i < m; ++i) out[i] = f(a.p[i * sa], b.p[i * sb], d.p[i * sd]);
   } else {
     for (int64_t i = 0; i < n; ++i)
       for (int c = 0; c < C; ++c) out[i * C + c] = f(a.at(i, c), b.at(i, c), d.at(i, c));
+  }
+}
+
+// n elements of dtype D at data[offset + j * stride] into dst (compute type), and back.
+template <int D>
+KF_CPU_CLONES void load_run(const void* data, int64_t offset, int64_t stride, int64_t n,
+                            math::Compute<D>* dst) {
+  const math::Storage<D>* src = static_cast<const math::Storage<D>*>(data) + offset;
+  if (stride == 1) {
+    for (int64_t j = 0; j < n; ++j) dst[j] = math::load<D>(src, j);
+  } else {
+    for (int64_t j = 0; j < n; ++j) dst[j] = math::load<D>(src, j * stride);
+  }
+}
+template <int D>
+KF_CPU_CLONES void store_run(const math::Compute<D>* src, void* data, int64_t offset,
+                             int64_t stride, int64_t n) {
+  math::Storage<D>* dst = static_cast<math::Storage<D>*>(data) + offset;
+  if (stride == 1) {
+    for (int64_t j = 0; j < n; ++j) math::store<D>(dst, j, src[j]);
+  } else {
+    for (int64_t j = 0; j < n; ++j) math::store<D>(dst, j * stride, src[j]);
   }
 }
 
@@ -358,17 +383,9 @@ void Executor::run_tensor_tile(const Walk& w, const LaunchPlan& plan, int64_t be
     with_dtype(node.dtype, [&](auto dtype) {
       using T = math::Compute<dtype()>;
       T* out = static_cast<T*>(buffer(id, scratch));
-      for (int64_t r = 0; r < runs.count; ++r) {
-        T* dst = out + runs.start[r];
-        const int64_t offset = runs.offsets[k * runs.capacity + r], n = runs.length[r];
-        if (stride == 1) {
-          const auto* src = static_cast<const math::Storage<dtype()>*>(w.data[k]) + offset;
-          for (int64_t j = 0; j < n; ++j) dst[j] = math::load<dtype()>(src, j);
-        } else {
-          for (int64_t j = 0; j < n; ++j)
-            dst[j] = math::load<dtype()>(w.data[k], offset + j * stride);
-        }
-      }
+      for (int64_t r = 0; r < runs.count; ++r)
+        load_run<dtype()>(w.data[k], runs.offsets[k * runs.capacity + r], stride, runs.length[r],
+                          out + runs.start[r]);
     });
   }
   const size_t n_inputs = g_.inputs.size();
@@ -379,11 +396,9 @@ void Executor::run_tensor_tile(const Walk& w, const LaunchPlan& plan, int64_t be
     with_dtype(g_.nodes[id].dtype, [&](auto dtype) {
       using T = math::Compute<dtype()>;
       const T* src = static_cast<const T*>(buffer(id, scratch));
-      for (int64_t r = 0; r < runs.count; ++r) {
-        const T* v = src + runs.start[r];
-        const int64_t offset = runs.offsets[k * runs.capacity + r], n = runs.length[r];
-        for (int64_t j = 0; j < n; ++j) math::store<dtype()>(w.data[k], offset + j * stride, v[j]);
-      }
+      for (int64_t r = 0; r < runs.count; ++r)
+        store_run<dtype()>(src + runs.start[r], w.data[k], runs.offsets[k * runs.capacity + r],
+                           stride, runs.length[r]);
     });
   }
 }

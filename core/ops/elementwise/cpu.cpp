@@ -7,22 +7,8 @@
 #include <type_traits>
 
 #include "core/ops/elementwise/elementwise.hpp"
+#include "core/runtime/cpu_clones.hpp"
 #include "core/runtime/thread_pool.hpp"
-
-// The vectorised loops are built for AVX-512 and AVX2 (+FMA) besides baseline x86-64, and the
-// loader picks the best the CPU has (GCC function multiversioning), so the library stays portable.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-#define KF_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define KF_CPU_CLONES
-#endif
-// out may be exactly a (in place), which is safe for an elementwise loop; without this GCC would
-// check for overlap at run time and fall back to scalar code for in-place calls.
-#if defined(__GNUC__) && !defined(__clang__)
-#define KF_NO_LOOP_CARRIED_DEPENDENCE _Pragma("GCC ivdep")
-#else
-#define KF_NO_LOOP_CARRIED_DEPENDENCE
-#endif
 
 namespace kf::elementwise {
 namespace {
