@@ -140,10 +140,10 @@ typedef enum kf_color_standard_t {
  * @brief How an image input is read. Initialise with #KF_IMAGE_READ_DESC_INIT.
  *
  * The read runs in output space: output pixel (x, y) of an item whose output is W x H maps to a
- * point of the item's crop rectangle (the whole image when @ref crop is 0), which is sampled. A
- * sample outside the crop rectangle, or outside the image, follows @ref border: the crop is
+ * point of the item's crop rectangle (the whole image when `crop` is 0), which is sampled. A
+ * sample outside the crop rectangle, or outside the image, follows `border`: the crop is
  * treated as an image of its own, whose pixels outside the source image follow the border
- * rule again. With @ref keep_aspect_ratio the crop is scaled uniformly to fit, centred, and the
+ * rule again. With `keep_aspect_ratio` the crop is scaled uniformly to fit, centred, and the
  * output pixels it does not cover get the border value.
  */
 typedef struct kf_image_read_desc_t {
@@ -268,27 +268,47 @@ typedef struct kf_launch_args_t {
 
 /**
  * @brief Creates an empty graph in @p ctx.
+ * @param ctx The context whose device the graph compiles for.
+ * @param[out] out The new graph.
  * @retval KF_ERROR_INVALID_HANDLE @p ctx is not live.
  * @retval KF_ERROR_INVALID_ARGUMENT @p out is NULL.
  */
 KF_API kf_result_t kf_graph_create(kf_context_t* ctx, kf_graph_t** out);
 
-/** @brief Destroys a graph (kernels compiled from it stay valid). NULL is a no-op.
- *  @retval KF_ERROR_INVALID_HANDLE @p g is not a live graph. */
+/**
+ * @brief Destroys a graph (kernels compiled from it stay valid). NULL is a no-op.
+ * @param g Graph to destroy, or NULL.
+ * @retval KF_ERROR_INVALID_HANDLE @p g is not a live graph.
+ */
 KF_API kf_result_t kf_graph_destroy(kf_graph_t* g);
+
+/*
+ * Every builder call below fails with KF_ERROR_INVALID_HANDLE when g is not a live graph and
+ * with KF_ERROR_INVALID_ARGUMENT when out_node is NULL, and leaves *out_node untouched on failure.
+ * An operand must be an existing node; image and NV12 inputs can only be read
+ * (kf_graph_read_image()), and an op needs at least one operand that is not a constant.
+ */
 
 /**
  * @brief Declares an input; inputs are bound at launch in declaration order.
+ * @param g Graph.
+ * @param desc The declaration.
+ * @param[out] out_node The input's node id.
  * @retval KF_ERROR_INVALID_ARGUMENT bad @p desc (struct_size, kind, rank, channels), or mixing
  *         tensor inputs with image inputs.
  * @retval KF_ERROR_DTYPE_MISMATCH unknown dtype, or NV12 not u8.
+ * @retval KF_ERROR_SHAPE_MISMATCH a tensor input after a constant of more than one channel.
  */
 KF_API kf_result_t kf_graph_input(kf_graph_t* g, const kf_graph_input_desc_t* desc,
                                   int32_t* out_node);
 
 /**
  * @brief A scalar constant: weakly typed (takes the dtype of the operand it meets), its value a
- *        launch value (index 0) with @p value as default.
+ *        launch value (index 0) with @p value as default. Where it meets an integer operand its
+ *        value must be finite and inside the int64 range.
+ * @param g Graph.
+ * @param value Default value.
+ * @param[out] out_node The constant's node id.
  * @retval KF_ERROR_INVALID_ARGUMENT @p out_node is NULL.
  */
 KF_API kf_result_t kf_graph_scalar(kf_graph_t* g, double value, int32_t* out_node);
@@ -296,6 +316,10 @@ KF_API kf_result_t kf_graph_scalar(kf_graph_t* g, double value, int32_t* out_nod
 /**
  * @brief A per-channel constant of @p channels (1..4) values (image graphs; in tensor graphs only
  *        1 channel), weakly typed, launch values 0..channels-1 with @p values as defaults.
+ * @param g Graph.
+ * @param channels Number of values, 1 to 4.
+ * @param values @p channels default values.
+ * @param[out] out_node The constant's node id.
  * @retval KF_ERROR_INVALID_ARGUMENT bad @p channels, NULL @p values.
  */
 KF_API kf_result_t kf_graph_constant(kf_graph_t* g, int32_t channels, const double* values,
@@ -303,14 +327,23 @@ KF_API kf_result_t kf_graph_constant(kf_graph_t* g, int32_t channels, const doub
 
 /**
  * @brief out = op(x).
- * @retval KF_ERROR_INVALID_ARGUMENT unknown @p op or @p x; @p x is an unread image input.
+ * @param g Graph.
+ * @param op The operation.
+ * @param x Operand.
+ * @param[out] out_node The result's node id.
+ * @retval KF_ERROR_INVALID_ARGUMENT unknown @p op or @p x; @p x is an unread image input or a
+ *         constant.
  * @retval KF_ERROR_DTYPE_MISMATCH a floating-only op on an integer value.
  */
 KF_API kf_result_t kf_graph_unary(kf_graph_t* g, kf_unary_op_t op, int32_t x, int32_t* out_node);
 
 /**
  * @brief out = act(x), the same activation functions as the fixed ops.
- * @retval KF_ERROR_INVALID_ARGUMENT unknown @p act or @p x.
+ * @param g Graph.
+ * @param act The activation.
+ * @param x Operand.
+ * @param[out] out_node The result's node id.
+ * @retval KF_ERROR_INVALID_ARGUMENT unknown @p act or @p x; @p x is a constant.
  * @retval KF_ERROR_DTYPE_MISMATCH @p x is not floating.
  */
 KF_API kf_result_t kf_graph_activation(kf_graph_t* g, kf_activation_t act, int32_t x,
@@ -319,23 +352,40 @@ KF_API kf_result_t kf_graph_activation(kf_graph_t* g, kf_activation_t act, int32
 /**
  * @brief out = op(a, b), broadcasting (tensor graphs: NumPy rules at launch; image graphs: equal
  *        channel counts or one of them 1).
- * @retval KF_ERROR_INVALID_ARGUMENT unknown op or node; both operands are constants.
+ * @param g Graph.
+ * @param op The operation.
+ * @param a First operand.
+ * @param b Second operand.
+ * @param[out] out_node The result's node id.
+ * @retval KF_ERROR_INVALID_ARGUMENT unknown op or node; both operands are constants; a constant
+ *         meeting an integer operand has a non-finite or out-of-range value.
  * @retval KF_ERROR_DTYPE_MISMATCH dtypes differ (cast one first), or pow on integers.
- * @retval KF_ERROR_SHAPE_MISMATCH channel counts that do not broadcast.
+ * @retval KF_ERROR_SHAPE_MISMATCH channel counts that do not broadcast (or more than one
+ *         channel in a tensor graph).
  */
 KF_API kf_result_t kf_graph_binary(kf_graph_t* g, kf_binary_op_t op, int32_t a, int32_t b,
                                    int32_t* out_node);
 
 /**
  * @brief out = min(max(x, lo), hi); @p lo and @p hi are nodes (usually scalars).
+ * @param g Graph.
+ * @param x Operand.
+ * @param lo Lower bound.
+ * @param hi Upper bound.
+ * @param[out] out_node The result's node id.
  * @return The codes of kf_graph_binary().
  */
 KF_API kf_result_t kf_graph_clamp(kf_graph_t* g, int32_t x, int32_t lo, int32_t hi,
                                   int32_t* out_node);
 
 /**
- * @brief out = cond != 0 ? a : b. @p cond may have any dtype (NaN counts as true); @p a and @p b
- *        share a dtype (one may be a constant).
+ * @brief out = cond != 0 ? a : b. @p cond may have any dtype (NaN counts as true) but not be a
+ *        constant; @p a and @p b share a dtype (one may be a constant).
+ * @param g Graph.
+ * @param cond Condition.
+ * @param a Taken where @p cond is nonzero.
+ * @param b Taken elsewhere.
+ * @param[out] out_node The result's node id.
  * @return The codes of kf_graph_binary().
  */
 KF_API kf_result_t kf_graph_where(kf_graph_t* g, int32_t cond, int32_t a, int32_t b,
@@ -343,6 +393,11 @@ KF_API kf_result_t kf_graph_where(kf_graph_t* g, int32_t cond, int32_t a, int32_
 
 /**
  * @brief out = x converted to @p dtype under @p mode.
+ * @param g Graph.
+ * @param x Operand.
+ * @param dtype Target dtype.
+ * @param mode Wrap, saturate, or saturate with rounding.
+ * @param[out] out_node The result's node id.
  * @retval KF_ERROR_INVALID_ARGUMENT unknown @p mode or @p x; @p x is a constant.
  * @retval KF_ERROR_DTYPE_MISMATCH unknown @p dtype.
  */
@@ -353,9 +408,13 @@ KF_API kf_result_t kf_graph_cast(kf_graph_t* g, int32_t x, kf_dtype_t dtype, kf_
  * @brief Reads an image or NV12 input at the output pixel: crop, resize, border (see
  *        #kf_image_read_desc_t). The value has the image's channels (NV12: 3, RGB); its dtype is
  *        the image's for #KF_INTERP_NONE and nearest, f32 for bilinear and for NV12 (f64 stays
- * f64).
+ *        f64). Its launch values are the border value of each channel.
+ * @param g Graph.
+ * @param image An image or NV12 input node.
+ * @param desc How to read.
+ * @param[out] out_node The pixel value's node id.
  * @retval KF_ERROR_INVALID_ARGUMENT @p image is not an image input, bad @p desc (keep-aspect
- *         without a resize, unknown enums).
+ *         without a resize, unknown enums, a border value an integer read cannot hold).
  */
 KF_API kf_result_t kf_graph_read_image(kf_graph_t* g, int32_t image,
                                        const kf_image_read_desc_t* desc, int32_t* out_node);
@@ -363,7 +422,11 @@ KF_API kf_result_t kf_graph_read_image(kf_graph_t* g, int32_t image,
 /**
  * @brief Converts the channels of a pixel value. Swaps and alpha drops keep the dtype; gray of
  *        an integer value is f32.
- * @retval KF_ERROR_INVALID_ARGUMENT unknown @p conversion.
+ * @param g Graph.
+ * @param x Operand (image graphs).
+ * @param conversion The conversion.
+ * @param[out] out_node The result's node id.
+ * @retval KF_ERROR_INVALID_ARGUMENT unknown @p conversion; a tensor graph.
  * @retval KF_ERROR_SHAPE_MISMATCH @p x has the wrong channel count for @p conversion.
  */
 KF_API kf_result_t kf_graph_color_convert(kf_graph_t* g, int32_t x,
@@ -373,6 +436,12 @@ KF_API kf_result_t kf_graph_color_convert(kf_graph_t* g, int32_t x,
  * @brief Per-channel normalisation out[c] = (x[c] * scale - mean[c]) / std[c], computed in f32
  *        (f64 for f64 values); the result is f32 (f64). @p mean and @p std hold x's channel
  *        count of values; all are launch values with these defaults.
+ * @param g Graph.
+ * @param x Operand of C channels.
+ * @param scale Scale applied first.
+ * @param mean C means.
+ * @param std C standard deviations.
+ * @param[out] out_node The result's node id.
  * @retval KF_ERROR_INVALID_ARGUMENT NULL arrays; a std of zero or a non-finite value.
  */
 KF_API kf_result_t kf_graph_normalize(kf_graph_t* g, int32_t x, double scale, const double* mean,
@@ -380,8 +449,10 @@ KF_API kf_result_t kf_graph_normalize(kf_graph_t* g, int32_t x, double scale, co
 
 /**
  * @brief Marks @p node as an output; outputs are bound at launch in marking order.
+ * @param g Graph.
+ * @param node The node written.
  * @param desc Layout, or NULL for #KF_GRAPH_OUTPUT_DESC_INIT.
- * @param out_index Position among the outputs, or NULL.
+ * @param[out] out_index Position among the outputs, or NULL.
  * @retval KF_ERROR_INVALID_ARGUMENT unknown node, a constant or input node, planar/batched in a
  *         tensor graph, bad @p desc.
  */
@@ -393,7 +464,9 @@ KF_API kf_result_t kf_graph_output(kf_graph_t* g, int32_t node, const kf_graph_o
  *        else generates CUDA C++ and compiles it with NVRTC (CUDA contexts); builds the CPU
  *        executor (CPU contexts). Thread-safe: concurrent compiles of one structure give one
  *        kernel.
+ * @param g Graph (later changes to it do not reach the kernel).
  * @param options NULL for #KF_COMPILE_OPTIONS_INIT.
+ * @param[out] out The compiled kernel.
  * @retval KF_ERROR_INVALID_ARGUMENT no outputs; bad options; the per-launch parameter block of
  *         this capacity exceeds the kernel parameter limit (the message gives the largest).
  * @retval KF_ERROR_COMPILE NVRTC rejected the generated source (the message holds its log).
@@ -405,9 +478,11 @@ KF_API kf_result_t kf_graph_compile(kf_graph_t* g, const kf_compile_options_t* o
 /**
  * @brief Writes the CUDA C++ source generated for @p g (NUL-terminated) into @p buffer.
  *        Works in every context and build, with no GPU.
+ * @param g Graph.
+ * @param options NULL for #KF_COMPILE_OPTIONS_INIT.
  * @param buffer Destination, or NULL to ask only for the length.
  * @param capacity Bytes available in @p buffer.
- * @param length Receives strlen(source) + 1; required.
+ * @param[out] length Receives strlen(source) + 1; required.
  * @retval KF_ERROR_INVALID_ARGUMENT no outputs; @p length NULL; @p buffer too small (length is
  *         still set).
  */
@@ -418,8 +493,11 @@ KF_API kf_result_t kf_graph_get_source(kf_graph_t* g, const kf_compile_options_t
  * @brief Compiles the generated source with NVRTC for `sm_<sm>` (e.g. 80, 90) without loading
  *        it: needs no GPU. Used to check code generation ahead of time; it reads and fills the
  *        disk cache like kf_graph_compile() (unless the options say otherwise).
- * @param cubin_bytes Receives the size of the machine code, or NULL.
- * @param origin Receives #KF_KERNEL_COMPILED or #KF_KERNEL_DISK_CACHE, or NULL.
+ * @param g Graph.
+ * @param options NULL for #KF_COMPILE_OPTIONS_INIT.
+ * @param sm Compute capability, major * 10 + minor.
+ * @param[out] cubin_bytes Receives the size of the machine code, or NULL.
+ * @param[out] origin Receives #KF_KERNEL_COMPILED or #KF_KERNEL_DISK_CACHE, or NULL.
  * @retval KF_ERROR_INVALID_ARGUMENT no outputs; @p sm below 50.
  * @retval KF_ERROR_COMPILE NVRTC rejected the source (the message holds its log).
  * @retval KF_ERROR_NOT_SUPPORTED a CPU-only build, or NVRTC unavailable.
@@ -428,19 +506,33 @@ KF_API kf_result_t kf_graph_compile_for_arch(kf_graph_t* g, const kf_compile_opt
                                              int32_t sm, size_t* cubin_bytes,
                                              kf_kernel_origin_t* origin);
 
-/** @brief Destroys a compiled kernel (a launch in flight completes). NULL is a no-op.
- *  @retval KF_ERROR_INVALID_HANDLE @p k is not live. */
+/**
+ * @brief Destroys a compiled kernel (a launch in flight completes). NULL is a no-op.
+ * @param k Kernel to destroy, or NULL.
+ * @retval KF_ERROR_INVALID_HANDLE @p k is not live.
+ */
 KF_API kf_result_t kf_fused_kernel_destroy(kf_fused_kernel_t* k);
 
 /**
  * @brief Facts about @p k.
+ * @param k Kernel.
+ * @param[in,out] info Caller sets struct_size; the library fills the fields.
+ * @retval KF_ERROR_INVALID_HANDLE @p k is not live.
+ * @retval KF_ERROR_INVALID_ARGUMENT @p info is NULL.
  * @retval KF_ERROR_VERSION_MISMATCH @p info->struct_size is not served.
  */
 KF_API kf_result_t kf_fused_kernel_get_info(const kf_fused_kernel_t* k,
                                             kf_fused_kernel_info_t* info);
 
-/** @brief The generated CUDA source of @p k (empty on CPU contexts); same contract as
- *         kf_graph_get_source(). */
+/**
+ * @brief The generated CUDA source of @p k (empty on CPU contexts), NUL-terminated.
+ * @param k Kernel.
+ * @param buffer Destination, or NULL to ask only for the length.
+ * @param capacity Bytes available in @p buffer.
+ * @param[out] length Receives strlen(source) + 1; required.
+ * @retval KF_ERROR_INVALID_HANDLE @p k is not live.
+ * @retval KF_ERROR_INVALID_ARGUMENT @p length NULL; @p buffer too small (length is still set).
+ */
 KF_API kf_result_t kf_fused_kernel_get_source(const kf_fused_kernel_t* k, char* buffer,
                                               size_t capacity, size_t* length);
 
@@ -448,11 +540,18 @@ KF_API kf_result_t kf_fused_kernel_get_source(const kf_fused_kernel_t* k, char* 
  * @brief Runs @p k on the items of @p args, enqueued on @p s (NULL: the context's default
  *        stream); asynchronous on CUDA.
  *
- * Tensor graphs: each item's outputs have the broadcast shape of its inputs. Image graphs: each
- * item's output size (W, H) comes from its output tensors (all of an item's outputs agree); a
- * batched output has N >= n_items.
- * @retval KF_ERROR_INVALID_ARGUMENT n_items outside 1..max_items, NULL arrays, missing crops, an
- *         unknown value override, an empty crop, outputs overlapping inputs or each other.
+ * Tensor graphs: each item's inputs have their declared ranks and NumPy-broadcast together; its
+ * outputs have exactly the broadcast shape. Image graphs: each item's output size (W, H) comes
+ * from its output tensors (all of an item's outputs agree); a batched output has N >= n_items.
+ * Tensors must be aligned to their element size. An item with no elements is skipped.
+ * @param k Kernel.
+ * @param args Tensors, crops and value overrides of every item.
+ * @param s Stream, or NULL.
+ * @retval KF_ERROR_INVALID_HANDLE @p k or a tensor is not live.
+ * @retval KF_ERROR_INVALID_ARGUMENT n_items outside 1..max_items, NULL arrays, missing crops (or
+ *         crops where no read crops), an unknown value override or one the value cannot take
+ *         (a std of zero, a non-finite value where it must be finite), an empty crop, outputs
+ *         overlapping inputs, each other or themselves, a read-only output.
  * @retval KF_ERROR_SHAPE_MISMATCH tensors whose rank or shape does not match the declaration.
  * @retval KF_ERROR_DTYPE_MISMATCH a tensor of another dtype than declared.
  * @retval KF_ERROR_DEVICE_MISMATCH a tensor or stream of another context.
