@@ -376,6 +376,7 @@ void make_plan(const kf_fused_kernel_t* k, const kf_launch_args_t* args, Scratch
       item.crop = k->crops ? args->crops[i] : whole_image(g, item);
     } else {
       bind_tensor_item(inputs, outputs, rank, &item);
+      item.crop = kf_rect_t{0, 0, 0, 0};
     }
     int64_t elements = 1;
     for (int32_t d = 0; d < item.rank; ++d) elements *= item.shape[d];
