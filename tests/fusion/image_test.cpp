@@ -328,8 +328,15 @@ TEST_F(ImageTest, CropResizeConvertNormalize) {
           outputs.push_back(batched.handle());
           outputs.push_back(raw.back().handle());
         }
-        // A per-channel border value for channel 0 (the others keep the default).
-        const std::vector<kf_fused_value_t> values = {{read, 0, 200.0}};
+        // Launch values: the border value of channel 0 (the others keep the default), and the
+        // normalisation's scale and its last channel's mean and std.
+        const std::vector<kf_fused_value_t> values = {{read, 0, 200.0},
+                                                      {normalized, 0, 1.5},
+                                                      {normalized, out_c, 100.0},
+                                                      {normalized, 2 * out_c, 40.0}};
+        std::vector<double> launch_mean = mean, launch_std = stdev;
+        launch_mean[out_c - 1] = 100.0;
+        launch_std[out_c - 1] = 40.0;
         launch_ok(k, kItems, inputs, outputs, crops, values);
 
         const Img src = to_img(pixels, dtype, H, W, channels);
@@ -348,7 +355,7 @@ TEST_F(ImageTest, CropResizeConvertNormalize) {
           expect_image(fusion_test::download(raw[i], what), read_dtype, read_ref, false,
                        read_dtype == KF_DTYPE_UINT8 ? 0.0 : 2e-6, what + " (read)");
           const Img conv = convert_color ? convert(read_ref, conversion, 0) : read_ref;
-          const Img norm = normalize(conv, 1.0, mean, stdev);
+          const Img norm = normalize(conv, 1.5, launch_mean, launch_std);
           const std::vector<Num> item(all.begin() + static_cast<int64_t>(i * per_item),
                                       all.begin() + static_cast<int64_t>((i + 1) * per_item));
           expect_image(item, KF_DTYPE_FLOAT32, norm, true, 2e-5, what + " (normalised)");
