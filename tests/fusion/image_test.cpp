@@ -1,7 +1,8 @@
 // Image pipelines of the fusion engine against a straightforward reference that materialises
 // every step in float64: the crop (image-space borders), the resize or letterbox of the crop
 // (crop-space borders), the colour conversion, the normalisation, the write. Covers every
-// interpolation, border mode and letterbox, u8 and f32 images of 1, 3 and 4 channels, NV12 in
+// interpolation, border mode and letterbox, u8 and f32 (also f16, f64) images of 1, 3 and 4
+// channels, NV12 in
 // BT.601/BT.709 video and full range, every colour conversion, as-is / planar / batched outputs,
 // and 50 crops of one frame in one launch. Coordinates follow graph.h / core/math/image.hpp:
 // the documented f32 steps (scale, sample positions) are computed the same way here, the values
@@ -270,14 +271,18 @@ class ImageTest : public row_test::DeviceTest {
 };
 
 // Crop -> resize (every interpolation, border and letterbox) -> colour -> normalise -> batched
-// planar f32, plus the raw read of every item as-is, for u8 and f32 images of 1, 3, 4 channels.
+// planar f32, plus the raw read of every item as-is, for u8 and f32 images of 1, 3, 4 channels
+// (and, in rotation, f16 and f64 images: f64 reads and normalisation stay f64).
 TEST_F(ImageTest, CropResizeConvertNormalize) {
   const int H = 29, W = 37, kItems = 3;
   int variant = 0;
   for (kf_interpolation_t interp : {KF_INTERP_NONE, KF_INTERP_NEAREST, KF_INTERP_BILINEAR})
     for (kf_border_t border : {KF_BORDER_CONSTANT, KF_BORDER_REPLICATE, KF_BORDER_REFLECT})
       for (int keep = 0; keep <= (interp == KF_INTERP_NONE ? 0 : 1); ++keep, ++variant) {
-        const kf_dtype_t dtype = variant % 2 ? KF_DTYPE_FLOAT32 : KF_DTYPE_UINT8;
+        const kf_dtype_t dtype = std::vector<kf_dtype_t>{
+            KF_DTYPE_UINT8,   KF_DTYPE_FLOAT32, KF_DTYPE_UINT8,
+            KF_DTYPE_FLOAT32, KF_DTYPE_FLOAT16, KF_DTYPE_FLOAT64}[variant % 6];
+        const kf_dtype_t float_dtype = dtype == KF_DTYPE_FLOAT64 ? dtype : KF_DTYPE_FLOAT32;
         const int channels = std::vector<int>{3, 1, 4}[variant % 3];
         const kf_color_conversion_t conversion =
             channels == 4 ? KF_COLOR_RGBA_TO_BGR
@@ -315,8 +320,8 @@ TEST_F(ImageTest, CropResizeConvertNormalize) {
         const DeviceTensor frame = upload_image(pixels, dtype, {H, W, channels}, variant % 3 == 0);
         const int out_h = 5 + static_cast<int>(rng() % 20),
                   out_w = 5 + static_cast<int>(rng() % 20);
-        const kf_dtype_t read_dtype = interp == KF_INTERP_BILINEAR ? KF_DTYPE_FLOAT32 : dtype;
-        DeviceTensor batched = output(KF_DTYPE_FLOAT32, {kItems, out_c, out_h, out_w});
+        const kf_dtype_t read_dtype = interp == KF_INTERP_BILINEAR ? float_dtype : dtype;
+        DeviceTensor batched = output(float_dtype, {kItems, out_c, out_h, out_w});
         std::vector<DeviceTensor> raw;
         std::vector<kf_rect_t> crops;
         std::vector<const kf_tensor_t*> inputs;
@@ -358,7 +363,7 @@ TEST_F(ImageTest, CropResizeConvertNormalize) {
           const Img norm = normalize(conv, 1.5, launch_mean, launch_std);
           const std::vector<Num> item(all.begin() + static_cast<int64_t>(i * per_item),
                                       all.begin() + static_cast<int64_t>((i + 1) * per_item));
-          expect_image(item, KF_DTYPE_FLOAT32, norm, true, 2e-5, what + " (normalised)");
+          expect_image(item, float_dtype, norm, true, 2e-5, what + " (normalised)");
         }
         if (HasFailure()) return;
       }
