@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <utility>
 
 #include "bench/data.hpp"
 #include "bench/fusion_check.hpp"
@@ -175,16 +176,17 @@ std::vector<FusionResult> FusionCaseRunner::run_all(const Emit& on_result) {
     results_.push_back(r);
   };
   // Compile rows first: the first cold compile of the process is then the first NVRTC call.
-  using Section = void (FusionCaseRunner::*)(const Emit&);
-  const Section sections[] = {&FusionCaseRunner::run_compile, &FusionCaseRunner::run_chains,
-                              &FusionCaseRunner::run_crops, &FusionCaseRunner::run_resize_batch};
-  const char* names[] = {"compile", "chain", "crops", "resize"};
-  for (size_t i = 0; i < sizeof sections / sizeof sections[0]; ++i) {
+  const std::vector<std::pair<const char*, std::function<void()>>> sections = {
+      {"compile", [&] { run_compile(emit); }},
+      {"chain", [&] { run_chains(emit); }},
+      {"crops", [&] { run_crops(emit); }},
+      {"resize", [&] { run_resize_batch(emit); }}};
+  for (const auto& section : sections) {
     try {
-      (this->*sections[i])(emit);
+      section.second();
     } catch (const std::runtime_error& e) {
       FusionResult r;
-      r.name = names[i];
+      r.name = section.first;
       r.variant = "setup";
       r.failed = true;
       r.verdict = "MISS";
