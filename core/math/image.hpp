@@ -160,13 +160,11 @@ struct HwcFetch {
   }
 };
 
-// The C channels of crop-space pixel (i, j), or the border values.
-template <int C, int Border, class Fetch, class T>
-KF_HOST_DEVICE void fetch_crop_pixel(const Fetch& fetch, const ReadGeometry& g, int image_w,
-                                     int image_h, long long i, long long j, const T* border_value,
-                                     T* out) {
-  const long long ix = source_index<Border>(i, g.crop_x, g.crop_w, image_w);
-  const long long iy = source_index<Border>(j, g.crop_y, g.crop_h, image_h);
+// The C channels of source pixel (ix, iy) (indices from source_index), or the border values
+// when either is -1.
+template <int C, class Fetch, class T>
+KF_HOST_DEVICE void fetch_source_pixel(const Fetch& fetch, long long ix, long long iy,
+                                       const T* border_value, T* out) {
   if (ix < 0 || iy < 0) {
     for (int c = 0; c < C; ++c) out[c] = border_value[c];
     return;
@@ -174,6 +172,15 @@ KF_HOST_DEVICE void fetch_crop_pixel(const Fetch& fetch, const ReadGeometry& g, 
   typename Fetch::value_type v[C];
   fetch(ix, iy, v);
   for (int c = 0; c < C; ++c) out[c] = static_cast<T>(v[c]);
+}
+
+// The C channels of crop-space pixel (i, j), or the border values.
+template <int C, int Border, class Fetch, class T>
+KF_HOST_DEVICE void fetch_crop_pixel(const Fetch& fetch, const ReadGeometry& g, int image_w,
+                                     int image_h, long long i, long long j, const T* border_value,
+                                     T* out) {
+  fetch_source_pixel<C>(fetch, source_index<Border>(i, g.crop_x, g.crop_w, image_w),
+                        source_index<Border>(j, g.crop_y, g.crop_h, image_h), border_value, out);
 }
 
 // The generic read: output pixel (x, y) to the C values of type T (the read's compute type).
@@ -203,11 +210,16 @@ KF_HOST_DEVICE void sample(const Fetch& fetch, const ReadGeometry& g, int image_
     const T ax = static_cast<T>(sub_rn(u, u0)), ay = static_cast<T>(sub_rn(v, v0));
     const T bx = sub_rn(T(1), ax), by = sub_rn(T(1), ay);
     const long long i = static_cast<long long>(u0), j = static_cast<long long>(v0);
+    // The two source columns and rows, each mapped through the borders once.
+    const long long x0 = source_index<Border>(i, g.crop_x, g.crop_w, image_w);
+    const long long x1 = source_index<Border>(i + 1, g.crop_x, g.crop_w, image_w);
+    const long long y0 = source_index<Border>(j, g.crop_y, g.crop_h, image_h);
+    const long long y1 = source_index<Border>(j + 1, g.crop_y, g.crop_h, image_h);
     T p00[C], p10[C], p01[C], p11[C];
-    fetch_crop_pixel<C, Border>(fetch, g, image_w, image_h, i, j, border_value, p00);
-    fetch_crop_pixel<C, Border>(fetch, g, image_w, image_h, i + 1, j, border_value, p10);
-    fetch_crop_pixel<C, Border>(fetch, g, image_w, image_h, i, j + 1, border_value, p01);
-    fetch_crop_pixel<C, Border>(fetch, g, image_w, image_h, i + 1, j + 1, border_value, p11);
+    fetch_source_pixel<C>(fetch, x0, y0, border_value, p00);
+    fetch_source_pixel<C>(fetch, x1, y0, border_value, p10);
+    fetch_source_pixel<C>(fetch, x0, y1, border_value, p01);
+    fetch_source_pixel<C>(fetch, x1, y1, border_value, p11);
     for (int c = 0; c < C; ++c) {
       const T top = add_rn(mul_rn(p00[c], bx), mul_rn(p10[c], ax));
       const T bottom = add_rn(mul_rn(p01[c], bx), mul_rn(p11[c], ax));
