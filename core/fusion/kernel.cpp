@@ -14,6 +14,7 @@
 #include "core/fusion/graph_builder.hpp"
 #include "core/fusion/kernel_cache.hpp"
 #include "core/runtime/context.hpp"
+#include "core/runtime/cuda/cuda_api.hpp"
 #include "core/runtime/error.hpp"
 #include "core/runtime/handle.hpp"
 #include "kernel_fusion/graph.h"
@@ -203,11 +204,19 @@ kf_result_t kf_fused_kernel_destroy(kf_fused_kernel_t* k) {
   return kf::api_call([&] {
     if (k == nullptr) return;
     kf::fusion::checked_kernel(k);
-    {
-      std::lock_guard<std::mutex> lock(k->ctx->mutex);
-      k->ctx->fused_kernels.erase(k);
-    }
+    kf_context_t* ctx = k->ctx;
     kf::unregister_handle(k);
+    {
+      std::lock_guard<std::mutex> lock(ctx->mutex);
+      ctx->fused_kernels.erase(k);
+      // A CUDA program held by this kernel alone (KF_COMPILE_NO_MEMORY_CACHE) unloads its module
+      // with the kernel, and unloading a module under a running launch is undefined: let the
+      // launches already enqueued finish first. Cached programs live until the context goes.
+      if (ctx->is_cuda() && k->program.use_count() == 1) {
+        kf::activate(ctx);
+        for (kf_stream_t* s : ctx->streams) kf::cuda::synchronize_quietly(s->native);
+      }
+    }
     kf::delete_fused_kernel(k);
   });
 }
