@@ -470,9 +470,10 @@ class Generator {
     w_.open(
         "extern \"C\" __global__ void __launch_bounds__(256) kf_fused_kernel(const "
         "__grid_constant__ Params p)");
-    w_.line("const Item& it = %s[blockIdx.y];",
-            layout_.inline_items ? "p.inline_items" : "p.items");
     values_prologue();
+    // Items beyond the grid's 65535 rows (large capacities) are taken in turn.
+    w_.open("for (long long item = blockIdx.y; item < p.n_items; item += gridDim.y)");
+    w_.line("const Item& it = %s[item];", layout_.inline_items ? "p.inline_items" : "p.items");
     w_.line("const long long numel = it.numel;");
     w_.line("char* data[kBindings];");
     w_.line("#pragma unroll");
@@ -485,7 +486,7 @@ class Generator {
       tensor_vector_body();
       w_.next("} else if (it.mode == 1) {");
     } else {
-      w_.open("if (it.mode != 0)");
+      w_.open("if (it.mode == 1 || it.mode == 2)");
     }
     {
       // contiguous: every binding's offset is the linear index
@@ -496,15 +497,18 @@ class Generator {
       w_.line("at_offsets(values, data, off);");
       w_.close();
     }
-    w_.next("} else {");
-    {
+    // Strided: coordinates from the linear index, in 32 bits where the item allows (64-bit
+    // division is several times slower), offsets in 64.
+    for (const bool narrow : {true, false}) {
+      const char* index = narrow ? "unsigned int" : "unsigned long long";
+      w_.next(narrow ? "} else if (it.mode == 3) {" : "} else {");
       w_.open("for (long long i = first; i < numel; i += stride)");
       w_.line("long long off[kBindings] = {};");
-      w_.line("long long rest = i;");
+      w_.line("%s rest = static_cast<%s>(i);", index, index);
       w_.line("#pragma unroll");
       w_.open("for (int d = kRank - 1; d >= 0; --d)");
-      w_.line("const long long extent = it.shape[d];");
-      w_.line("const long long coordinate = rest %% extent;");
+      w_.line("const %s extent = static_cast<%s>(it.shape[d]);", index, index);
+      w_.line("const long long coordinate = static_cast<long long>(rest %% extent);");
       w_.line("rest /= extent;");
       w_.line("#pragma unroll");
       w_.line("for (int b = 0; b < kBindings; ++b) off[b] += coordinate * it.strides[b][d];");
@@ -512,6 +516,7 @@ class Generator {
       w_.line("at_offsets(values, data, off);");
       w_.close();
     }
+    w_.close();
     w_.close();
     w_.close();
   }
@@ -548,9 +553,9 @@ class Generator {
     w_.open(
         "extern \"C\" __global__ void __launch_bounds__(256) kf_fused_kernel(const "
         "__grid_constant__ Params p)");
-    w_.line("const Item& it = %s[blockIdx.z];",
-            layout_.inline_items ? "p.inline_items" : "p.items");
     values_prologue();
+    w_.open("for (long long item = blockIdx.z; item < p.n_items; item += gridDim.z)");
+    w_.line("const Item& it = %s[item];", layout_.inline_items ? "p.inline_items" : "p.items");
     w_.line("const int out_h = static_cast<int>(it.out_h), out_w = static_cast<int>(it.out_w);");
     std::vector<bool> input_read(g_.inputs.size(), false);
     for (size_t id = 0; id < g_.nodes.size(); ++id) {
@@ -620,6 +625,7 @@ class Generator {
                 target(g_.outputs[o].node, c).c_str());
       }
     }
+    w_.close();
     w_.close();
     w_.close();
     w_.close();

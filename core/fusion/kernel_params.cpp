@@ -1,6 +1,7 @@
 #include "core/fusion/kernel_params.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 
 #include "core/runtime/error.hpp"
@@ -99,8 +100,11 @@ void encode_item(const ParamLayout& l, const Item& item, int64_t* dst) {
   for (const Binding& b : item.inputs) check(b);
   for (const Binding& b : item.outputs) check(b);
   *s++ = numel;
-  *s++ =
-      !all_contiguous ? kStrided : (all_aligned && l.vector_elements > 1 ? kVector : kContiguous);
+  if (!all_contiguous) {
+    *s++ = numel <= INT32_MAX ? kStrided32 : kStrided;
+  } else {
+    *s++ = all_aligned && l.vector_elements > 1 ? kVector : kContiguous;
+  }
   for (int32_t d = 0; d < l.shape_slots; ++d) *s++ = d < l.rank ? item.shape[d] : 1;
   for (const Binding& b : item.inputs) *s++ = pointer_slot(b.data);
   for (const Binding& b : item.outputs) *s++ = pointer_slot(b.data);
@@ -109,12 +113,6 @@ void encode_item(const ParamLayout& l, const Item& item, int64_t* dst) {
   };
   for (const Binding& b : item.inputs) strides(b);
   for (const Binding& b : item.outputs) strides(b);
-}
-
-int64_t tensor_item_units(const ParamLayout& l, const Item& item) {
-  int64_t numel = 1;
-  for (int32_t d = 0; d < l.rank; ++d) numel *= item.shape[d];
-  return numel;
 }
 
 }  // namespace fusion

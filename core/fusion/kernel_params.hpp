@@ -36,6 +36,7 @@ enum ItemMode : int64_t {
   kStrided = 0,     // any strides, broadcasting: coordinates from the linear index
   kContiguous = 1,  // every binding row-major contiguous over the iteration shape
   kVector = 2,      // contiguous, every pointer 16-byte aligned: vector loads and stores
+  kStrided32 = 3,   // strided, fewer than 2^31 elements: 32-bit coordinate arithmetic
 };
 
 struct ParamLayout {
@@ -62,10 +63,6 @@ ParamLayout param_layout(const Graph& g, const kf_compile_options_t& options);
 
 // Encodes one item into item_slots 8-byte slots at dst.
 void encode_item(const ParamLayout& layout, const Item& item, int64_t* dst);
-
-// The largest unit count of any item: elements (or vectors, in kVector mode) for tensor graphs.
-// Image graphs use the largest output width and height instead.
-int64_t tensor_item_units(const ParamLayout& layout, const Item& item);
 
 }  // namespace fusion
 }  // namespace kf

@@ -12,6 +12,7 @@
 // the host never waits for the device unless more than kMaxStagingSlots launches are in flight.
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -92,10 +93,7 @@ class StagingSlots {
 
  private:
   std::mutex mutex_;
-  std::vector<Slot> slots_;  // deque-like: never reallocated while a Slot* is out (see reserve)
-
- public:
-  StagingSlots() { slots_.reserve(kMaxStagingSlots + 1); }
+  std::deque<Slot> slots_;  // a deque: growing it keeps the Slot* other launches hold valid
 };
 
 class CudaProgram final : public Program {
@@ -160,13 +158,13 @@ class CudaProgram final : public Program {
       grid = dim3(static_cast<unsigned>(std::max<int64_t>(1, (max_w + 31) / 32)),
                   static_cast<unsigned>(std::min<int64_t>(
                       65535, std::max<int64_t>(1, (max_h + threads.y - 1) / threads.y))),
-                  static_cast<unsigned>(n_items));
+                  static_cast<unsigned>(std::min<size_t>(n_items, 65535)));
     } else {
       threads = dim3(kBlockThreads, 1, 1);
       const int64_t blocks = (max_units + kBlockThreads - 1) / kBlockThreads;
       grid =
           dim3(static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(blocks, max_blocks_))),
-               static_cast<unsigned>(n_items), 1);
+               static_cast<unsigned>(std::min<size_t>(n_items, 65535)), 1);
     }
 
     if (layout_.inline_items) {
