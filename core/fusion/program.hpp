@@ -36,7 +36,8 @@ struct Item {
   // output.
   int32_t rank = 0;
   int64_t shape[KF_MAX_DIMS] = {};
-  // Image graphs: the rectangle the reads sample (the item's crop, else the whole first image).
+  // Image graphs: the item's crop rectangle (else the whole first image). Cropping reads sample
+  // it; a read without a crop samples its own whole image (both backends, image.hpp).
   kf_rect_t crop = {0, 0, 0, 0};
 };
 
