@@ -13,6 +13,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/fusion/fusion_test_util.hpp"
@@ -839,6 +840,65 @@ TEST_F(RandomGraphTest, IntegerWrapAndCastEdges) {
         EXPECT_EQ(value, want[o][e]) << "output " << o << " element " << e;
     }
   }
+}
+
+// One compiled kernel launched from 4 threads at once, each on its own stream and tensors.
+TEST_F(RandomGraphTest, ConcurrentLaunchesOfOneKernel) {
+  fusion_test::GraphHandle g(ctx());
+  Builder b{g};
+  const int32_t x = b.tensor(KF_DTYPE_FLOAT32, 2);
+  const int32_t scale = b.scalar(2.0);
+  b.output(b.binary(KF_BINARY_ADD, b.binary(KF_BINARY_MUL, x, scale), b.scalar(1.0)));
+  fusion_test::KernelHandle k = fusion_test::compile(g);
+  ASSERT_NE(k.k, nullptr);
+  const int kThreads = 4, kLaunches = 10;
+  std::vector<std::string> failures(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(static_cast<uint64_t>(t) + 1);
+      kf_stream_t* stream = nullptr;
+      if (kf_stream_create(ctx(), nullptr, &stream) != KF_SUCCESS) {
+        failures[t] = kf_get_last_error_message();
+        return;
+      }
+      const Shape shape = {37, 301 + t};
+      for (int launch = 0; launch < kLaunches && failures[t].empty(); ++launch) {
+        const std::vector<Num> in = random_input(KF_DTYPE_FLOAT32, 37 * (301 + t), rng);
+        DeviceTensor input = fusion_test::make_tensor(ctx(), KF_DTYPE_FLOAT32, shape, false, rng);
+        DeviceTensor output = fusion_test::make_tensor(ctx(), KF_DTYPE_FLOAT32, shape, true, rng);
+        fusion_test::upload(input, in);
+        fusion_test::poison(output);
+        // A scale per launch, so that launches cannot stand in for each other.
+        const kf_fused_value_t value = {scale, 0, 1.0 + launch + 10 * t};
+        const kf_tensor_t* inputs[] = {input.handle()};
+        kf_tensor_t* outputs[] = {output.handle()};
+        kf_launch_args_t args = KF_LAUNCH_ARGS_INIT;
+        args.inputs = inputs;
+        args.outputs = outputs;
+        args.values = &value;
+        args.n_values = 1;
+        if (kf_fused_kernel_launch(k, &args, stream) != KF_SUCCESS ||
+            kf_stream_synchronize(stream) != KF_SUCCESS) {
+          failures[t] = kf_get_last_error_message();
+          break;
+        }
+        const std::vector<Num> got = fusion_test::download(output, "concurrent output");
+        for (size_t e = 0; e < got.size(); ++e) {
+          const float want = static_cast<float>(in[e].f) * static_cast<float>(value.value) + 1.0f;
+          if (got[e].f != want) {
+            failures[t] = "thread " + std::to_string(t) + " launch " + std::to_string(launch) +
+                          " element " + std::to_string(e) + ": got " + std::to_string(got[e].f) +
+                          ", want " + std::to_string(want);
+            break;
+          }
+        }
+      }
+      kf_stream_destroy(stream);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const std::string& f : failures) EXPECT_EQ(f, "");
 }
 
 }  // namespace
