@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -919,6 +920,64 @@ TEST_F(TensorLaunchTest, OutputsMustNotOverlap) {
   KF_ASSERT_OK(kf_tensor_create_view(a, &row_desc, 0, &row));
   Tensor first_row(row);
   KF_EXPECT_ERR(launch({a, first_row}, {out}), KF_SUCCESS);
+}
+
+// One immutable kernel launched from several threads at once, each with its own tensors, shapes
+// and factor: every result is that thread's own.
+TEST_F(TensorLaunchTest, ConcurrentLaunchesFromManyThreads) {
+  constexpr int kThreads = 4;
+  constexpr int kRounds = 50;
+  std::vector<std::string> failures(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      const int64_t rows = 1 + t, cols = 3 + 2 * t;
+      kf_tensor_desc_t xd = make_desc(KF_DTYPE_FLOAT32, {rows, cols});
+      kf_tensor_desc_t yd = make_desc(KF_DTYPE_FLOAT32, {cols});
+      kf_tensor_t *a = nullptr, *b = nullptr, *out = nullptr;
+      if (kf_tensor_create(ctx, &xd, &a) != KF_SUCCESS || kf_tensor_create(ctx, &yd, &b) ||
+          kf_tensor_create(ctx, &xd, &out)) {
+        failures[t] = "tensor creation failed";
+        return;
+      }
+      std::vector<float> av(static_cast<size_t>(rows * cols)), bv(static_cast<size_t>(cols));
+      for (size_t i = 0; i < av.size(); ++i) av[i] = static_cast<float>(i) - 2.5f * t;
+      for (size_t i = 0; i < bv.size(); ++i) bv[i] = 0.25f * static_cast<float>(i + t);
+      kf_tensor_copy_from_host(a, av.data(), av.size() * sizeof(float), nullptr);
+      kf_tensor_copy_from_host(b, bv.data(), bv.size() * sizeof(float), nullptr);
+      std::vector<float> got(av.size());
+      for (int round = 0; round < kRounds && failures[t].empty(); ++round) {
+        const double f = 0.5 * (t + 1) + round;
+        const kf_tensor_t* inputs[2] = {a, b};
+        kf_tensor_t* outputs[1] = {out};
+        const kf_fused_value_t value = {factor, 0, f};
+        kf_launch_args_t args = KF_LAUNCH_ARGS_INIT;
+        args.inputs = inputs;
+        args.outputs = outputs;
+        args.values = &value;
+        args.n_values = 1;
+        if (kf_fused_kernel_launch(k, &args, nullptr) != KF_SUCCESS) {
+          failures[t] = kf_get_last_error_message();
+          break;
+        }
+        kf_tensor_copy_to_host(out, got.data(), got.size() * sizeof(float), nullptr);
+        for (size_t i = 0; i < got.size(); ++i) {
+          const float want =
+              static_cast<float>(av[i] * static_cast<float>(f)) + bv[i % static_cast<size_t>(cols)];
+          if (got[i] != want) {
+            failures[t] = "round " + std::to_string(round) + " element " + std::to_string(i) +
+                          ": " + std::to_string(got[i]) + " != " + std::to_string(want);
+            break;
+          }
+        }
+      }
+      kf_tensor_destroy(a);
+      kf_tensor_destroy(b);
+      kf_tensor_destroy(out);
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(failures[t], "") << "thread " << t;
 }
 
 TEST_F(TensorLaunchTest, ValueOverridesAreChecked) {
