@@ -127,7 +127,7 @@ class Executor final : public Program {
                       Scratch& scratch) const;
   void eval(int32_t id, int64_t count, const double* values, Scratch& scratch) const;
   template <int D>
-  In<math::Compute<D>> operand(int32_t user, int32_t arg, const double* values, Scratch& scratch,
+  In<math::Compute<D>> operand(int32_t arg, const double* values, Scratch& scratch,
                                math::Compute<D>* constant) const;
   void* buffer(int32_t id, Scratch& scratch) const { return scratch.slot(slot_[id]); }
 
@@ -245,11 +245,10 @@ void Executor::runs_of(const Walk& w, int64_t begin, int64_t count, Runs& runs) 
 }
 
 template <int D>
-In<math::Compute<D>> Executor::operand(int32_t user, int32_t arg, const double* values,
-                                       Scratch& scratch, math::Compute<D>* constant) const {
+In<math::Compute<D>> Executor::operand(int32_t arg, const double* values, Scratch& scratch,
+                                       math::Compute<D>* constant) const {
   const Node& a = g_.nodes[arg];
   const int64_t channel_stride = a.channels == 1 ? 0 : 1;
-  (void)user;
   if (a.kind == NodeKind::constant) {
     for (int32_t c = 0; c < a.channels; ++c)
       constant[c] = math::from_value<D>(values[a.value_offset + c]);
@@ -293,8 +292,8 @@ void Executor::eval(int32_t id, int64_t count, const double* values, Scratch& sc
         with_dtype(operands, [&](auto dtype) {
           using T = math::Compute<dtype()>;
           T ca[4], cb[4];
-          const auto x = operand<dtype()>(id, node.args[0], values, scratch, ca);
-          const auto y = operand<dtype()>(id, node.args[1], values, scratch, cb);
+          const auto x = operand<dtype()>(node.args[0], values, scratch, ca);
+          const auto y = operand<dtype()>(node.args[1], values, scratch, cb);
           with_int<KF_BINARY_EQ, KF_BINARY_GE>(node.op, [&](auto op) {
             constexpr int O = op(), D = dtype();
             map2(static_cast<long long*>(out), count, C, x, y,
@@ -305,8 +304,8 @@ void Executor::eval(int32_t id, int64_t count, const double* values, Scratch& sc
         with_dtype(node.dtype, [&](auto dtype) {
           using T = math::Compute<dtype()>;
           T ca[4], cb[4];
-          const auto x = operand<dtype()>(id, node.args[0], values, scratch, ca);
-          const auto y = operand<dtype()>(id, node.args[1], values, scratch, cb);
+          const auto x = operand<dtype()>(node.args[0], values, scratch, ca);
+          const auto y = operand<dtype()>(node.args[1], values, scratch, cb);
           with_int<KF_BINARY_ADD, KF_BINARY_POW>(node.op, [&](auto op) {
             constexpr int O = op(), D = dtype();
             map2(static_cast<T*>(out), count, C, x, y,
@@ -320,10 +319,9 @@ void Executor::eval(int32_t id, int64_t count, const double* values, Scratch& sc
         using T = math::Compute<dtype()>;
         constexpr int D = dtype();
         T cx[4], clo[4], chi[4];
-        map3(static_cast<T*>(out), count, C,
-             operand<dtype()>(id, node.args[0], values, scratch, cx),
-             operand<dtype()>(id, node.args[1], values, scratch, clo),
-             operand<dtype()>(id, node.args[2], values, scratch, chi),
+        map3(static_cast<T*>(out), count, C, operand<dtype()>(node.args[0], values, scratch, cx),
+             operand<dtype()>(node.args[1], values, scratch, clo),
+             operand<dtype()>(node.args[2], values, scratch, chi),
              [&](T x, T lo, T hi) { return math::clamp<D>(x, lo, hi); });
       });
       break;
@@ -331,14 +329,14 @@ void Executor::eval(int32_t id, int64_t count, const double* values, Scratch& sc
       with_dtype(g_.nodes[node.args[0]].dtype, [&](auto cond_dtype) {
         using Cond = math::Compute<cond_dtype()>;
         Cond cc[4];
-        const auto cond = operand<cond_dtype()>(id, node.args[0], values, scratch, cc);
+        const auto cond = operand<cond_dtype()>(node.args[0], values, scratch, cc);
         with_dtype(node.dtype, [&](auto dtype) {
           using T = math::Compute<dtype()>;
           constexpr int D = dtype(), DC = cond_dtype();
           T ca[4], cb[4];
           map3(static_cast<T*>(out), count, C, cond,
-               operand<dtype()>(id, node.args[1], values, scratch, ca),
-               operand<dtype()>(id, node.args[2], values, scratch, cb),
+               operand<dtype()>(node.args[1], values, scratch, ca),
+               operand<dtype()>(node.args[2], values, scratch, cb),
                [&](Cond c, T a, T b) { return math::select<D>(math::truthy<DC>(c), a, b); });
         });
       });
