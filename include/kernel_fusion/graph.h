@@ -236,7 +236,7 @@ typedef struct kf_fused_value_t {
   int32_t node;  /**< The node that owns the value. */
   int32_t index; /**< Which of its values: scalar 0; constant c; normalize 0 = scale, 1 + c =
                       mean[c], 1 + C + c = std[c]; image read c = border value of channel c;
-                      RGB to RGBA 0 = alpha. */
+                      RGB to RGBA and BGR to RGBA 0 = alpha. */
   double value;  /**< The value for this launch. */
 } kf_fused_value_t;
 
