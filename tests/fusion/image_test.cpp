@@ -559,6 +559,10 @@ TEST_F(ImageTest, TwoImagesOfDifferentSizesAndChannelBroadcast) {
   const int32_t masked = b.binary(KF_BINARY_MUL, pixels, weights);  // 3 x 1 channels
   const int32_t shifted = b.binary(KF_BINARY_ADD, masked, b.constant({1.0, -2.0, 3.5}));
   b.output(shifted, KF_OUTPUT_PLANAR);
+  // where / clamp with 1-channel conditions and per-channel constants (channel broadcasts).
+  const int32_t bright = b.binary(KF_BINARY_GT, weights, b.scalar(128.0));  // u8, 1 channel
+  const int32_t chosen = b.where(bright, shifted, b.constant({9.0, 8.0, 7.0}));
+  b.output(b.clamp(chosen, b.constant({10.0, 20.0, 30.0}), b.scalar(200.0)));
   fusion_test::KernelHandle k = fusion_test::compile(g, kItems);
   ASSERT_NE(k.k, nullptr);
 
@@ -572,14 +576,17 @@ TEST_F(ImageTest, TwoImagesOfDifferentSizesAndChannelBroadcast) {
     frames.push_back(upload_image(frame_pixels.back(), KF_DTYPE_UINT8, {H1, W1, 3}, i == 1));
     masks.push_back(upload_image(mask_pixels.back(), KF_DTYPE_FLOAT32, {H2, W2, 1}, i == 0));
     outs.push_back(output(KF_DTYPE_FLOAT32, {3, 7 + 5 * i, 11 + 3 * i}));
+    outs.push_back(output(KF_DTYPE_FLOAT32, {7 + 5 * i, 11 + 3 * i, 3}));
     inputs.push_back(frames.back().handle());
     inputs.push_back(masks.back().handle());
+    outputs.push_back(outs[outs.size() - 2].handle());
     outputs.push_back(outs.back().handle());
   }
   launch_ok(k, kItems, inputs, outputs, {});
   for (int i = 0; i < kItems; ++i) {
-    const int out_h = static_cast<int>(outs[i].shape[1]),
-              out_w = static_cast<int>(outs[i].shape[2]);
+    const DeviceTensor& planar = outs[2 * i];
+    const DeviceTensor& clamped = outs[2 * i + 1];
+    const int out_h = static_cast<int>(planar.shape[1]), out_w = static_cast<int>(planar.shape[2]);
     const Img a = read_reference(to_img(frame_pixels[i], KF_DTYPE_UINT8, H1, W1, 3), {0, 0, W1, H1},
                                  out_w, out_h, bilinear, {0, 0, 0});
     const Img m = read_reference(to_img(mask_pixels[i], KF_DTYPE_FLOAT32, H2, W2, 1),
@@ -590,8 +597,17 @@ TEST_F(ImageTest, TwoImagesOfDifferentSizesAndChannelBroadcast) {
       for (int x = 0; x < out_w; ++x)
         for (int ch = 0; ch < 3; ++ch)
           want.at(x, y, ch) = a.at(x, y, ch) * m.at(x, y, 0) + constant[ch];
-    expect_image(fusion_test::download(outs[i], "item"), KF_DTYPE_FLOAT32, want, true, 2e-5,
+    expect_image(fusion_test::download(planar, "item"), KF_DTYPE_FLOAT32, want, true, 2e-5,
                  "item " + std::to_string(i));
+    const double otherwise[3] = {9.0, 8.0, 7.0}, lo[3] = {10.0, 20.0, 30.0};
+    for (int y = 0; y < out_h; ++y)
+      for (int x = 0; x < out_w; ++x)
+        for (int ch = 0; ch < 3; ++ch) {
+          const double v = m.at(x, y, 0) > 128.0 ? want.at(x, y, ch) : otherwise[ch];
+          want.at(x, y, ch) = std::min(std::max(v, lo[ch]), 200.0);
+        }
+    expect_image(fusion_test::download(clamped, "item"), KF_DTYPE_FLOAT32, want, false, 2e-5,
+                 "item " + std::to_string(i) + " (where, clamp)");
   }
 }
 
