@@ -33,17 +33,29 @@ std::string where_bound(const Use& u) {
   return format("%s %d of item %d", u.output ? "output" : "input", u.index, u.item);
 }
 
+void check_handle_of(const kf_tensor_t* t, kf_context_t* ctx, bool output, const char* name) {
+  if (output) {
+    checked_output(const_cast<kf_tensor_t*>(t), ctx, name);
+  } else {
+    checked_tensor(t, ctx, name);
+  }
+}
+
 // Checks a bound tensor's handle, context, dtype and alignment; messages name the binding.
-template <class T>
-T* bound_tensor(T* t, kf_context_t* ctx, const Use& use, kf_dtype_t dtype) {
+// `slot` is its index in args->inputs or args->outputs.
+void bound_tensor(const kf_tensor_t* t, kf_context_t* ctx, const Use& use, kf_dtype_t dtype,
+                  size_t slot) {
   try {
-    if (use.output) {
-      checked_output(const_cast<kf_tensor_t*>(t), ctx, "args->outputs");
-    } else {
-      checked_tensor(t, ctx, "args->inputs");
+    check_handle_of(t, ctx, use.output, "tensor");
+  } catch (const Error&) {
+    // Only now is the name worth formatting: the check runs again to say it with the name.
+    const std::string name = format("args->%s[%zu]", use.output ? "outputs" : "inputs", slot);
+    try {
+      check_handle_of(t, ctx, use.output, name.c_str());
+    } catch (const Error& e) {
+      throw Error(e.code(), std::string(e.what()) + " (" + where_bound(use) + ")");
     }
-  } catch (const Error& e) {
-    throw Error(e.code(), where_bound(use) + ": " + e.what());
+    throw;
   }
   KF_REQUIRE(t->desc.dtype == dtype, KF_ERROR_DTYPE_MISMATCH,
              "%s is a %s tensor, but the graph declares %s", where_bound(use).c_str(),
@@ -53,7 +65,6 @@ T* bound_tensor(T* t, kf_context_t* ctx, const Use& use, kf_dtype_t dtype) {
   KF_REQUIRE_ARG(reinterpret_cast<uintptr_t>(t->data) % dtype_size(dtype) == 0,
                  "%s starts at %p, which is not aligned to its %zu-byte elements",
                  where_bound(use).c_str(), t->data, dtype_size(dtype));
-  return t;
 }
 
 // Whether no two index tuples of desc address one element: with dims sorted by stride, each
@@ -337,7 +348,7 @@ void make_plan(const kf_fused_kernel_t* k, const kf_launch_args_t* args, Scratch
       const bool repeated = i > 0 && u.tensor == inputs[j].tensor;
       inputs[j] = u;
       if (repeated) continue;
-      bound_tensor(u.tensor, k->ctx, u, n.dtype);
+      bound_tensor(u.tensor, k->ctx, u, n.dtype, static_cast<size_t>(i) * n_in + j);
       KF_REQUIRE(g.image || u.tensor->desc.ndim == n.input.rank, KF_ERROR_SHAPE_MISMATCH,
                  "%s has rank %d (shape %s), but the graph declares rank %d",
                  where_bound(u).c_str(), u.tensor->desc.ndim, shape_string(u.tensor->desc).c_str(),
@@ -358,7 +369,8 @@ void make_plan(const kf_fused_kernel_t* k, const kf_launch_args_t* args, Scratch
         continue;
       }
       if (!repeated) {
-        bound_tensor(u.tensor, k->ctx, u, g.nodes[static_cast<size_t>(o.node)].dtype);
+        bound_tensor(u.tensor, k->ctx, u, g.nodes[static_cast<size_t>(o.node)].dtype,
+                     static_cast<size_t>(i) * n_out + j);
         KF_REQUIRE_ARG(writes_each_element_once(u.tensor->desc),
                        "%s has overlapping elements (shape %s, strides %s): an output must not "
                        "write one element twice",

@@ -839,8 +839,10 @@ TEST_F(TensorLaunchTest, TensorsAreValidated) {
                "input 1 of item 0 has shape [4], which does not broadcast with [3,5]");
   EXPECT_FAILS(launch({a, b}, {out_small}), KF_ERROR_SHAPE_MISMATCH,
                "output 0 of item 0 has shape [1,5], but the broadcast shape");
-  EXPECT_FAILS(launch({a, nullptr}, {out}), KF_ERROR_INVALID_HANDLE, "input 1 of item 0");
-  EXPECT_FAILS(launch({a, b}, {nullptr}), KF_ERROR_INVALID_HANDLE, "output 0 of item 0");
+  EXPECT_FAILS(launch({a, nullptr}, {out}), KF_ERROR_INVALID_HANDLE,
+               "args->inputs[1] is NULL; expected a tensor (input 1 of item 0)");
+  EXPECT_FAILS(launch({a, b}, {nullptr}), KF_ERROR_INVALID_HANDLE,
+               "args->outputs[0] is NULL; expected a tensor (output 0 of item 0)");
 
   kf_tensor_t* destroyed = nullptr;
   const kf_tensor_desc_t bd = make_desc(KF_DTYPE_FLOAT32, {5});
@@ -850,7 +852,8 @@ TEST_F(TensorLaunchTest, TensorsAreValidated) {
 
   kf_test::Context other;
   Tensor foreign = make_tensor(other, KF_DTYPE_FLOAT32, {5});
-  EXPECT_FAILS(launch({a, foreign}, {out}), KF_ERROR_DEVICE_MISMATCH, "another context");
+  EXPECT_FAILS(launch({a, foreign}, {out}), KF_ERROR_DEVICE_MISMATCH,
+               "tensor 'args->inputs[1]' belongs to another context (input 1 of item 0)");
   kf_stream_t* foreign_stream = nullptr;
   KF_ASSERT_OK(kf_stream_create(other, nullptr, &foreign_stream));
   const kf_tensor_t* inputs[2] = {a, b};
