@@ -1157,6 +1157,32 @@ TEST_F(ImageLaunchTest, ImagesOutputsAndCropsAreValidated) {
   KF_EXPECT_ERR(launch({frame}, {batch}, {crop}), KF_SUCCESS);
 }
 
+TEST_F(GraphTest, Nv12FramesAreValidated) {
+  const int32_t frame = nv12_input();
+  output(read(frame));  // RGB, float32, 3 channels
+  kf_fused_kernel_t* k = compile();
+  ASSERT_NE(k, nullptr);
+  Tensor out = make_tensor(ctx, KF_DTYPE_FLOAT32, {2, 2, 3});
+  kf_tensor_t* outputs[1] = {out};
+  kf_launch_args_t args = KF_LAUNCH_ARGS_INIT;
+  args.outputs = outputs;
+  for (const std::vector<int64_t>& bad :
+       {std::vector<int64_t>{8, 8}, std::vector<int64_t>{9, 7}, std::vector<int64_t>{9, 8, 1}}) {
+    Tensor t = make_tensor(ctx, KF_DTYPE_UINT8, bad);
+    const kf_tensor_t* inputs[1] = {t};
+    args.inputs = inputs;
+    EXPECT_FAILS(kf_fused_kernel_launch(k, &args, nullptr), KF_ERROR_SHAPE_MISMATCH,
+                 "an NV12 frame is [H * 3 / 2, W] with H and W even");
+  }
+  Tensor good = make_tensor(ctx, KF_DTYPE_UINT8, {9, 8});  // a 6 x 8 frame
+  upload(good, std::vector<double>(72, 128.0));
+  const kf_tensor_t* inputs[1] = {good};
+  args.inputs = inputs;
+  kf_test::poison(out);
+  KF_ASSERT_OK(kf_fused_kernel_launch(k, &args, nullptr));
+  for (double v : download(out)) EXPECT_FALSE(std::isnan(v));  // every pixel written
+}
+
 TEST_F(GraphTest, ImageOutputsOfAnItemShareASize) {
   const int32_t image = image_input(KF_DTYPE_FLOAT32, 1);
   const int32_t pixel = read(image);
