@@ -94,7 +94,10 @@ KF_CPU_CLONES void store_run(const math::Compute<D>* src, void* data, int64_t of
 
 // One thread's node buffers.
 struct Scratch {
-  std::vector<uint64_t> memory;  // 8-byte aligned
+  std::vector<uint64_t> memory;  // the slots, 8-byte aligned
+  // Per node, where its values of the current tile are: its slot, or (an input read in place)
+  // the input's own memory.
+  std::vector<void*> values;
   void* slot(int32_t s) { return memory.data() + s * (kBufferBytes / 8); }
 };
 
@@ -129,7 +132,7 @@ class Executor final : public Program {
   template <int D>
   In<math::Compute<D>> operand(int32_t arg, const double* values, Scratch& scratch,
                                math::Compute<D>* constant) const;
-  void* buffer(int32_t id, Scratch& scratch) const { return scratch.slot(slot_[id]); }
+  void* buffer(int32_t id, Scratch& scratch) const { return scratch.values[id]; }
 
   Graph g_;
   std::vector<int32_t> slot_;  // node -> buffer slot; -1 for constants and image inputs
@@ -380,6 +383,12 @@ void Executor::run_tensor_tile(const Walk& w, const LaunchPlan& plan, int64_t be
     const int64_t stride = w.strides[k][inner];
     with_dtype(node.dtype, [&](auto dtype) {
       using T = math::Compute<dtype()>;
+      if (std::is_same_v<T, math::Storage<dtype()>> && runs.count == 1 && stride == 1) {
+        // Dense and already in the compute type (f32, f64, i64): read in place, no copy.
+        scratch.values[id] = static_cast<T*>(w.data[k]) + runs.offsets[k * runs.capacity];
+        return;
+      }
+      scratch.values[id] = scratch.slot(slot_[id]);
       T* out = static_cast<T*>(buffer(id, scratch));
       for (int64_t r = 0; r < runs.count; ++r)
         load_run<dtype()>(w.data[k], runs.offsets[k * runs.capacity + r], stride, runs.length[r],
@@ -457,6 +466,9 @@ void Executor::launch(kf_context_t* ctx, const LaunchPlan& plan, kf_stream_t*) c
   ctx->threads->parallel_for(tiles, grain, [&](int64_t begin, int64_t end) {
     Scratch scratch;
     scratch.memory.resize(static_cast<size_t>(std::max(slots_, 1)) * (kBufferBytes / 8));
+    scratch.values.resize(g_.nodes.size(), nullptr);
+    for (size_t id = 0; id < g_.nodes.size(); ++id)
+      if (slot_[id] >= 0) scratch.values[id] = scratch.slot(slot_[id]);
     Runs runs;
     size_t item = static_cast<size_t>(
         std::upper_bound(first_tile.begin(), first_tile.end(), begin) - first_tile.begin() - 1);
