@@ -39,10 +39,17 @@ Sha256Digest cache_key(const std::string& source, const std::vector<std::string>
   Sha256 h;
   h.update_field("kernel_fusion fused kernel cubin");
   h.update_field(source);
-  for (size_t i = 0; i < kEmbeddedHeaderCount; ++i) {
-    h.update_field(kEmbeddedHeaders[i].name);
-    h.update_field(std::string(kEmbeddedHeaders[i].text, kEmbeddedHeaders[i].size));
-  }
+  // The headers' digest, computed once per process (hashing their text is most of the time a
+  // disk-cache hit would otherwise take).
+  static const Sha256Digest headers = [] {
+    Sha256 hh;
+    for (size_t i = 0; i < kEmbeddedHeaderCount; ++i) {
+      hh.update_field(kEmbeddedHeaders[i].name);
+      hh.update_field(std::string(kEmbeddedHeaders[i].text, kEmbeddedHeaders[i].size));
+    }
+    return hh.finish();
+  }();
+  h.update(headers.bytes, sizeof headers.bytes);
   for (const std::string& o : options) h.update_field(o);
   h.update_field("sm_" + std::to_string(sm));
   h.update_field("nvrtc " + nvrtc_version());
