@@ -175,6 +175,24 @@ struct Builder {
   }
 };
 
+// kf_fused_kernel_launch over n_items items (inputs and outputs item-major), with optional crops
+// and value overrides.
+inline kf_result_t launch(kf_fused_kernel_t* k, int32_t n_items,
+                          const std::vector<const kf_tensor_t*>& inputs,
+                          const std::vector<kf_tensor_t*>& outputs,
+                          const std::vector<kf_rect_t>& crops = {},
+                          const std::vector<kf_fused_value_t>& values = {},
+                          kf_stream_t* stream = nullptr) {
+  kf_launch_args_t args = KF_LAUNCH_ARGS_INIT;
+  args.n_items = n_items;
+  args.inputs = inputs.data();
+  args.outputs = outputs.data();
+  args.crops = crops.empty() ? nullptr : crops.data();
+  args.values = values.empty() ? nullptr : values.data();
+  args.n_values = values.size();
+  return kf_fused_kernel_launch(k, &args, stream);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Values of any dtype.
 

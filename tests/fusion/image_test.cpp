@@ -252,21 +252,11 @@ class ImageTest : public row_test::DeviceTest {
     r.y = static_cast<int32_t>(rng() % static_cast<uint64_t>(h + 8)) - 4;
     return r;
   }
-  kf_fused_kernel_t* launch_ok(kf_fused_kernel_t* k, int32_t n_items,
-                               const std::vector<const kf_tensor_t*>& inputs,
-                               const std::vector<kf_tensor_t*>& outputs,
-                               const std::vector<kf_rect_t>& crops,
-                               const std::vector<kf_fused_value_t>& values = {}) {
-    kf_launch_args_t args = KF_LAUNCH_ARGS_INIT;
-    args.n_items = n_items;
-    args.inputs = inputs.data();
-    args.outputs = outputs.data();
-    args.crops = crops.empty() ? nullptr : crops.data();
-    args.values = values.empty() ? nullptr : values.data();
-    args.n_values = values.size();
-    const kf_result_t r = kf_fused_kernel_launch(k, &args, nullptr);
-    EXPECT_EQ(r, KF_SUCCESS) << kf_get_last_error_message();
-    return k;
+  void launch_ok(kf_fused_kernel_t* k, int32_t n_items,
+                 const std::vector<const kf_tensor_t*>& inputs,
+                 const std::vector<kf_tensor_t*>& outputs, const std::vector<kf_rect_t>& crops,
+                 const std::vector<kf_fused_value_t>& values = {}) {
+    KF_ASSERT_OK(fusion_test::launch(k, n_items, inputs, outputs, crops, values));
   }
 };
 

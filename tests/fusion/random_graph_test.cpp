@@ -649,13 +649,8 @@ class RandomGraphTest : public row_test::DeviceTest {
         output_handles.push_back(outputs.back().handle());
       }
     }
-    kf_launch_args_t args = KF_LAUNCH_ARGS_INIT;
-    args.n_items = static_cast<int32_t>(items.size());
-    args.inputs = input_handles.data();
-    args.outputs = output_handles.data();
-    args.values = overrides.empty() ? nullptr : overrides.data();
-    args.n_values = overrides.size();
-    const kf_result_t r = kf_fused_kernel_launch(k, &args, nullptr);
+    const kf_result_t r = fusion_test::launch(k, static_cast<int32_t>(items.size()), input_handles,
+                                              output_handles, {}, overrides);
     EXPECT_EQ(r, KF_SUCCESS) << kf_get_last_error_message();
     std::vector<std::vector<Num>> results;
     if (r != KF_SUCCESS) return results;
@@ -813,11 +808,7 @@ TEST_F(RandomGraphTest, IntegerWrapAndCastEdges) {
     fusion_test::poison(outs.back());
     out_handles.push_back(outs.back().handle());
   }
-  const kf_tensor_t* in_handles[] = {ta.handle(), td.handle(), tf.handle()};
-  kf_launch_args_t args = KF_LAUNCH_ARGS_INIT;
-  args.inputs = in_handles;
-  args.outputs = out_handles.data();
-  KF_ASSERT_OK(kf_fused_kernel_launch(k, &args, nullptr));
+  KF_ASSERT_OK(fusion_test::launch(k, 1, {ta.handle(), td.handle(), tf.handle()}, out_handles));
 
   const std::vector<std::vector<double>> want = {
       {3, -3, int_min, int_min, 0, -43, 1073741823, -333},
@@ -871,14 +862,8 @@ TEST_F(RandomGraphTest, ConcurrentLaunchesOfOneKernel) {
         fusion_test::poison(output);
         // A scale per launch, so that launches cannot stand in for each other.
         const kf_fused_value_t value = {scale, 0, 1.0 + launch + 10 * t};
-        const kf_tensor_t* inputs[] = {input.handle()};
-        kf_tensor_t* outputs[] = {output.handle()};
-        kf_launch_args_t args = KF_LAUNCH_ARGS_INIT;
-        args.inputs = inputs;
-        args.outputs = outputs;
-        args.values = &value;
-        args.n_values = 1;
-        if (kf_fused_kernel_launch(k, &args, stream) != KF_SUCCESS ||
+        if (fusion_test::launch(k, 1, {input.handle()}, {output.handle()}, {}, {value}, stream) !=
+                KF_SUCCESS ||
             kf_stream_synchronize(stream) != KF_SUCCESS) {
           failures[t] = kf_get_last_error_message();
           break;
