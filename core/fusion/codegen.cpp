@@ -375,8 +375,13 @@ class Generator {
     std::string args = "values";
     for (int32_t id : g_.inputs) {
       const int pos = g_.nodes[id].input.position;
-      w_.line("const km::Compute<%s> in%d = km::load<%s>(data[%d], off[%d]);",
-              dtype_name(g_.nodes[id].dtype), pos, dtype_name(g_.nodes[id].dtype), pos, pos);
+      const char* d = dtype_name(g_.nodes[id].dtype);
+      if (live_[id]) {
+        w_.line("const km::Compute<%s> in%d = km::load<%s>(data[%d], off[%d]);", d, pos, d, pos,
+                pos);
+      } else {
+        w_.line("const km::Compute<%s> in%d = {};  // no output uses this input", d, pos);
+      }
       args += format(", in%d", pos);
     }
     for (size_t o = 0; o < g_.outputs.size(); ++o) {
@@ -408,6 +413,7 @@ class Generator {
     w_.line("const long long groups = numel / kVector;");
     w_.open("for (long long g = first; g < groups; g += stride)");
     for (int b = 0; b < ni; ++b) {
+      if (!live_[g_.inputs[b]]) continue;  // no output uses it: never read
       const auto v = vector_type(e * layout_.element_bytes[b]);
       w_.line("%s raw%d[%d];", v.first, b, v.second);
       w_.line("#pragma unroll");
@@ -426,7 +432,11 @@ class Generator {
     for (int32_t id : g_.inputs) {
       const int pos = g_.nodes[id].input.position;
       const char* d = dtype_name(g_.nodes[id].dtype);
-      w_.line("const km::Compute<%s> in%d = km::load<%s>(raw%d, e);", d, pos, d, pos);
+      if (live_[id]) {
+        w_.line("const km::Compute<%s> in%d = km::load<%s>(raw%d, e);", d, pos, d, pos);
+      } else {
+        w_.line("const km::Compute<%s> in%d = {};", d, pos);
+      }
       args += format(", in%d", pos);
     }
     for (int o = 0; o < no; ++o) {

@@ -544,6 +544,22 @@ TEST_F(CacheTest, NvrtcCompilesEveryOpOfEveryDtype) {
   }
 }
 
+// An input that no output depends on is bound at launch but never read by the kernel.
+TEST_F(CacheTest, NvrtcCompilesAGraphWithAnUnusedInput) {
+  KF_REQUIRE_NVRTC();
+  CpuContext ctx;
+  Graph g(ctx);
+  const int32_t used = tensor_input(g, KF_DTYPE_UINT8, 2);
+  tensor_input(g, KF_DTYPE_FLOAT64, 3);  // declared, never used
+  output(g, binary(g, KF_BINARY_ADD, used, scalar(g, 1.0)));
+  expect_nvrtc_compiles(g, "unused input");
+  size_t length = 0;
+  KF_ASSERT_OK(kf_graph_get_source(g, nullptr, nullptr, 0, &length));
+  std::string source(length, '\0');
+  KF_ASSERT_OK(kf_graph_get_source(g, nullptr, &source[0], source.size(), &length));
+  EXPECT_NE(source.find("no output uses this input"), std::string::npos) << source;
+}
+
 int32_t image_input(kf_graph_t* g, kf_input_kind_t kind, kf_dtype_t dtype, int32_t channels) {
   kf_graph_input_desc_t d = KF_GRAPH_INPUT_DESC_INIT;
   d.kind = kind;
