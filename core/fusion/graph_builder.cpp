@@ -146,14 +146,21 @@ Node make_node(NodeKind kind, int op, std::initializer_list<int32_t> args) {
   return node;
 }
 
+// Makes room for `extra` more elements, growing geometrically (reserve(size + 1) would copy the
+// whole vector on every append).
+template <class T>
+void make_room(std::vector<T>& v, size_t extra) {
+  if (v.size() + extra > v.capacity()) v.reserve(std::max(v.size() + extra, 2 * v.capacity()));
+}
+
 // Appends a node and its default values; sets *out_node. Nothing changes on failure.
 void add_node(Graph& g, Node node, const std::vector<double>& values, int32_t* out_node) {
   KF_REQUIRE_ARG(g.nodes.size() < static_cast<size_t>(kMaxNodes),
                  "the graph already has %d nodes, the most a graph may have", kMaxNodes);
   node.value_offset = values.empty() ? -1 : static_cast<int32_t>(g.values.size());
   node.value_count = static_cast<int32_t>(values.size());
-  g.nodes.reserve(g.nodes.size() + 1);
-  g.values.reserve(g.values.size() + values.size());
+  make_room(g.nodes, 1);
+  make_room(g.values, values.size());
   g.values.insert(g.values.end(), values.begin(), values.end());  // no throw after the reserves
   g.nodes.push_back(node);
   *out_node = static_cast<int32_t>(g.nodes.size() - 1);
@@ -226,7 +233,7 @@ void declare_input(kf_graph_t* handle, const kf_graph_input_desc_t* desc, int32_
       node.channels = 3;  // a read gives RGB
     }
   }
-  g.inputs.reserve(g.inputs.size() + 1);
+  make_room(g.inputs, 1);
   add_node(g, node, {}, out_node);
   g.inputs.push_back(*out_node);
   if (kind != KF_INPUT_TENSOR) g.image = true;
