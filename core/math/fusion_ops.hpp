@@ -115,62 +115,22 @@ using Storage = typename DtypeTraits<D>::storage;
 // ---------------------------------------------------------------------------------------------
 // Explicitly rounded float arithmetic (no FMA contraction on the device).
 
-KF_HOST_DEVICE float add_rn(float a, float b) {
+// a op b rounded to nearest even: on the device the explicitly rounded intrinsics (never fused
+// into an FMA), on the host the plain operator (the executor is built with -ffp-contract=off).
 #if KF_DEVICE_CODE
-  return __fadd_rn(a, b);
+#define KF_ROUNDED_BINARY(name, op, float_rn, double_rn)                 \
+  KF_HOST_DEVICE float name(float a, float b) { return float_rn(a, b); } \
+  KF_HOST_DEVICE double name(double a, double b) { return double_rn(a, b); }
 #else
-  return a + b;
+#define KF_ROUNDED_BINARY(name, op, float_rn, double_rn)         \
+  KF_HOST_DEVICE float name(float a, float b) { return a op b; } \
+  KF_HOST_DEVICE double name(double a, double b) { return a op b; }
 #endif
-}
-KF_HOST_DEVICE double add_rn(double a, double b) {
-#if KF_DEVICE_CODE
-  return __dadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-KF_HOST_DEVICE float sub_rn(float a, float b) {
-#if KF_DEVICE_CODE
-  return __fsub_rn(a, b);
-#else
-  return a - b;
-#endif
-}
-KF_HOST_DEVICE double sub_rn(double a, double b) {
-#if KF_DEVICE_CODE
-  return __dsub_rn(a, b);
-#else
-  return a - b;
-#endif
-}
-KF_HOST_DEVICE float mul_rn(float a, float b) {
-#if KF_DEVICE_CODE
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-KF_HOST_DEVICE double mul_rn(double a, double b) {
-#if KF_DEVICE_CODE
-  return __dmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-KF_HOST_DEVICE float div_rn(float a, float b) {
-#if KF_DEVICE_CODE
-  return __fdiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
-KF_HOST_DEVICE double div_rn(double a, double b) {
-#if KF_DEVICE_CODE
-  return __ddiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
+KF_ROUNDED_BINARY(add_rn, +, __fadd_rn, __dadd_rn)
+KF_ROUNDED_BINARY(sub_rn, -, __fsub_rn, __dsub_rn)
+KF_ROUNDED_BINARY(mul_rn, *, __fmul_rn, __dmul_rn)
+KF_ROUNDED_BINARY(div_rn, /, __fdiv_rn, __ddiv_rn)
+#undef KF_ROUNDED_BINARY
 KF_HOST_DEVICE float sqrt_rn(float x) {
 #if KF_DEVICE_CODE
   return __fsqrt_rn(x);
