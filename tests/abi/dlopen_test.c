@@ -4,7 +4,8 @@
  *
  * It checks the table header, that an unserved version gives NULL, creates a CPU context, runs
  * kf_fused_elementwise_add_activation (ReLU, with a broadcast row) on random non-zero data
- * against a float64 reference, and checks an error path and its message. */
+ * against a float64 reference, checks an error path and its message, and builds, compiles and
+ * launches a fusion graph. */
 #include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
@@ -142,6 +143,50 @@ int main(int argc, char** argv) {
   CHECK_OK(api, api->tensor_get_desc(a, &seen));
   CHECK(strcmp(api->get_last_error_message(), "") == 0, "message not cleared by a success");
   CHECK(seen.ndim == 2 && seen.shape[0] == ROWS && seen.shape[1] == COLS, "desc of a");
+
+  /* The fusion engine through the table: out = a * 2 (the default) and then a * -3 (an
+   * override of the scalar's launch value). */
+  {
+    kf_graph_t* graph = NULL;
+    kf_fused_kernel_t* kernel = NULL;
+    kf_graph_input_desc_t input = KF_GRAPH_INPUT_DESC_INIT;
+    kf_launch_args_t args = KF_LAUNCH_ARGS_INIT;
+    kf_fused_value_t factor_override;
+    const kf_tensor_t* inputs[1];
+    kf_tensor_t* outputs[1];
+    int32_t x_node, factor, product;
+    int pass;
+    input.rank = 2;
+    CHECK_OK(api, api->graph_create(ctx, &graph));
+    CHECK_OK(api, api->graph_input(graph, &input, &x_node));
+    CHECK_OK(api, api->graph_scalar(graph, 2.0, &factor));
+    CHECK_OK(api, api->graph_binary(graph, KF_BINARY_MUL, x_node, factor, &product));
+    CHECK_OK(api, api->graph_output(graph, product, NULL, NULL));
+    CHECK_OK(api, api->graph_compile(graph, NULL, &kernel));
+    CHECK_OK(api, api->graph_destroy(graph));
+    inputs[0] = a;
+    outputs[0] = out;
+    args.inputs = inputs;
+    args.outputs = outputs;
+    factor_override.node = factor;
+    factor_override.index = 0;
+    factor_override.value = -3.0;
+    for (pass = 0; pass < 2; ++pass) {
+      const float f = pass == 0 ? 2.0f : -3.0f;
+      args.values = pass == 0 ? NULL : &factor_override;
+      args.n_values = pass == 0 ? 0 : 1;
+      CHECK_OK(api, api->fused_kernel_launch(kernel, &args, NULL));
+      CHECK_OK(api, api->tensor_copy_to_host(out, out_host, sizeof out_host, NULL));
+      for (i = 0; i < ROWS * COLS; ++i) {
+        if (out_host[i] != a_host[i] * f) {
+          CHECK(0, "fused out[%zu] = %.9g, expected %.9g", i, (double)out_host[i],
+                (double)(a_host[i] * f));
+          break;
+        }
+      }
+    }
+    CHECK_OK(api, api->fused_kernel_destroy(kernel));
+  }
 
   CHECK_OK(api, api->tensor_destroy(out));
   CHECK_OK(api, api->tensor_destroy(a));
