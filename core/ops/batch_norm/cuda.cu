@@ -6,15 +6,14 @@
 // vectors, with the few unaligned head and tail elements done one by one.
 //
 // Training needs per-channel reductions over N * spatial before any element can be written, and
-// the op may not allocate scratch, so a block owns whole channels: it reduces shifted sums (shift
-// = the channel's first element, so the variance keeps its precision for large means), updates
-// the running statistics, then normalises the channel it just read (a second read of x, mostly
-// from L2 for moderate channels). Channels-first data runs one block per channel; channels-last
-// data with at least 32 channels runs one block per 32 adjacent channels (a warp reads 32
-// consecutive channels of one position, so loads coalesce). Perf limit: parallelism is C blocks
-// (C / 32 for channels-last), so few channels over a huge batch leave most SMs idle; several
-// blocks per channel would need a cross-block reduction (a workspace or a cluster), which this
-// version does not have.
+// the op may not allocate scratch. Channels-first data runs a block per channel, or on sm_90 a
+// cluster of up to 8 blocks per channel when channels are too few to fill the GPU: each block
+// reduces shifted sums (shift = the channel's first element, so the variance keeps its precision
+// for large means) over its part with 16-byte loads where the layout allows, the parts meet
+// through distributed shared memory, the first block updates the running statistics, and each
+// block normalises its part (a second read of x, partly from L2). Channels-last data with at
+// least 32 channels runs one block per 32 adjacent channels (a warp reads 32 consecutive channels
+// of one position, so loads coalesce). Perf limit: x is read twice.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -25,6 +24,9 @@
 #include "core/math/row_stats.hpp"
 #include "core/ops/batch_norm/batch_norm.hpp"
 #include "core/ops/rows/reduce.cuh"
+#include "core/ops/rows/tile.cuh"
+#include "core/runtime/cuda/cluster_launch.hpp"
+#include "core/runtime/cuda/device_caps.hpp"
 #include "core/runtime/error.hpp"
 
 namespace kf::batch_norm {
@@ -40,9 +42,11 @@ struct InferencePolicy {
   static constexpr int64_t max_blocks = 4096;
 };
 
-struct ChannelPolicy {  // one block per channel
+struct ChannelPolicy {  // a block (or a cluster of max_split at most) per channel
   static constexpr int threads = 256;
   static constexpr int64_t max_blocks = 65535;
+  static constexpr int max_split = 8;
+  static constexpr int blocks_per_sm = 4;
 };
 
 struct ColumnPolicy {  // one block per `lanes` adjacent channels of channels-last data
@@ -63,15 +67,26 @@ __device__ __forceinline__ T channel_value(const Channel& t, int64_t c, T absent
   return t.data ? static_cast<const T*>(t.data)[c * t.stride] : absent;
 }
 
-template <class S>
-__device__ __forceinline__ math::compute_t<S> infer(const Plan& p, int64_t c,
-                                                    math::compute_t<S> v) {
-  using T = math::compute_t<S>;
-  const T mean = channel_value<T>(p.running_mean, c, T(0));
+// A channel's inference coefficients: y = act((v - mean) * scale + bias). Computed once per
+// channel run, not per element (the square root and division cost more than the element's
+// bytes for 16-bit data).
+template <class T>
+struct Affine {
+  T mean, scale, bias;
+};
+
+template <class T>
+__device__ __forceinline__ Affine<T> affine_of(const Plan& p, int64_t c) {
   const T variance = channel_value<T>(p.running_var, c, T(1));
-  const T scale =
-      channel_value<T>(p.weight, c, T(1)) / math::stats::sqrt_of(variance + static_cast<T>(p.eps));
-  return math::apply_activation(p.act, (v - mean) * scale + channel_value<T>(p.bias, c, T(0)));
+  return Affine<T>{
+      channel_value<T>(p.running_mean, c, T(0)),
+      channel_value<T>(p.weight, c, T(1)) / math::stats::sqrt_of(variance + static_cast<T>(p.eps)),
+      channel_value<T>(p.bias, c, T(0))};
+}
+
+template <class T>
+__device__ __forceinline__ T infer(const Plan& p, const Affine<T>& k, T v) {
+  return math::apply_activation(p.act, (v - k.mean) * k.scale + k.bias);
 }
 
 // ---- inference ----------------------------------------------------------------------------------
@@ -93,7 +108,8 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
     const Index c = (e / channel_inner) % channels;
     const int64_t xo = p.dense ? static_cast<int64_t>(e) : rows::col_offset(p.elements, p.x_e, e);
     const int64_t oo = p.dense ? static_cast<int64_t>(e) : rows::col_offset(p.elements, p.out_e, e);
-    out[oo] = Traits::from_compute(infer<S>(p, c, Traits::to_compute(x[xo])));
+    out[oo] = Traits::from_compute(
+        infer(p, affine_of<math::compute_t<S>>(p, c), Traits::to_compute(x[xo])));
   };
   if constexpr (Vectorized) {
     const Index vectors = (total - head) / kWidth;
@@ -104,12 +120,14 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
       in.raw = *reinterpret_cast<const uint4*>(x + e);
       Index c = (e / channel_inner) % channels;
       Index left = channel_inner - e % channel_inner;  // elements until the channel changes
+      Affine<math::compute_t<S>> k = affine_of<math::compute_t<S>>(p, c);
 #pragma unroll
-      for (int k = 0; k < kWidth; ++k) {
-        result.v[k] = Traits::from_compute(infer<S>(p, c, Traits::to_compute(in.v[k])));
+      for (int i = 0; i < kWidth; ++i) {
+        result.v[i] = Traits::from_compute(infer(p, k, Traits::to_compute(in.v[i])));
         if (--left == 0) {
           left = channel_inner;
           c = c + 1 == channels ? 0 : c + 1;
+          k = affine_of<math::compute_t<S>>(p, c);
         }
       }
       *reinterpret_cast<uint4*>(out + e) = result.raw;
@@ -193,31 +211,58 @@ __device__ __forceinline__ int64_t channel_offset(const rows::Walk& w, const row
   return rows::col_offset(w, o, m);
 }
 
-template <class Policy, class S>
+// A block, or (sm_90) a cluster of `split` blocks, per channel: each block reduces its part of
+// the channel's elements, V at a time (16-byte loads where the layout allows), the parts'
+// shifted sums meet through distributed shared memory in rank order, and each block then
+// normalises its own part (a second read, partly from L2).
+template <class Policy, class S, int V>
 __global__ void __launch_bounds__(Policy::threads)
-    train_by_channel_kernel(const __grid_constant__ Plan p) {
+    train_by_channel_kernel(const __grid_constant__ Plan p, int split) {
   using T = math::compute_t<S>;
   using Traits = math::StorageTraits<S>;
+  using Vec = rows::Pack<S, V>;
   __shared__ T scratch[32];
+  __shared__ T exchange[2];  // cluster slots: sum of d, sum of d^2
   const rows::Walk& w = p.by_channel;
   const bool small = p.count <= int64_t{0xffffffff};
-  for (int64_t c = blockIdx.x; c < p.channels; c += gridDim.x) {
+  const int rank = static_cast<int>(blockIdx.x % static_cast<unsigned>(split));
+  const int64_t vectors = p.count / V;
+  const int64_t part = (vectors + split - 1) / split;
+  const int64_t first = rank * part;
+  const int64_t end = vectors < first + part ? vectors : first + part;
+  for (int64_t c = blockIdx.x / split; c < p.channels; c += gridDim.x / split) {
     const S* x = static_cast<const S*>(p.x_c.data) + rows::row_offset(w, p.x_c, c);
     S* out = static_cast<S*>(p.out_c.data) + rows::row_offset(w, p.out_c, c);
     const T shift = Traits::to_compute(x[0]);
     T sum_d = 0, sum_d2 = 0;
-    for (int64_t m = threadIdx.x; m < p.count; m += Policy::threads) {
-      const T d = Traits::to_compute(x[channel_offset(w, p.x_c, m, small)]) - shift;
-      sum_d += d;
-      sum_d2 += d * d;
+    for (int64_t v = first + threadIdx.x; v < end; v += Policy::threads) {
+      const Vec xv = *reinterpret_cast<const Vec*>(x + channel_offset(w, p.x_c, v * V, small));
+#pragma unroll
+      for (int e = 0; e < V; ++e) {
+        const T d = Traits::to_compute(xv.v[e]) - shift;
+        sum_d += d;
+        sum_d2 += d * d;
+      }
     }
     sum_d = rows::block_sum(sum_d, scratch);  // ends with a barrier: x is fully read
     sum_d2 = rows::block_sum(sum_d2, scratch);
-    const auto k = train_channel<T>(p, c, shift, sum_d, sum_d2, threadIdx.x == 0);
-    for (int64_t m = threadIdx.x; m < p.count; m += Policy::threads)
-      write<S>(p, out + channel_offset(w, p.out_c, m, small),
-               Traits::to_compute(x[channel_offset(w, p.x_c, m, small)]), k);
+    if (split > 1) {
+      sum_d = rows::cluster_reduce(sum_d, rows::Plus{}, &exchange[0]);
+      sum_d2 = rows::cluster_reduce(sum_d2, rows::Plus{}, &exchange[1]);
+    }
+    const auto k = train_channel<T>(p, c, shift, sum_d, sum_d2, threadIdx.x == 0 && rank == 0);
+    for (int64_t v = first + threadIdx.x; v < end; v += Policy::threads) {
+      const int64_t m = v * V;
+      const Vec xv = *reinterpret_cast<const Vec*>(x + channel_offset(w, p.x_c, m, small));
+      Vec yv;
+#pragma unroll
+      for (int e = 0; e < V; ++e)
+        yv.v[e] = Traits::from_compute(math::apply_activation(
+            p.act, (Traits::to_compute(xv.v[e]) - k.shift - k.center) * k.scale + k.bias));
+      *reinterpret_cast<Vec*>(out + channel_offset(w, p.out_c, m, small)) = yv;
+    }
   }
+  if (split > 1) rows::cluster_done();
 }
 
 template <class Policy, class S>
@@ -266,24 +311,60 @@ __global__ void __launch_bounds__(Policy::threads)
   }
 }
 
+// True when every channel's elements split into aligned V-element vectors in x and out: the
+// innermost dim is contiguous and divides by V, every other stride divides by V.
+bool channel_vectors_fit(const Plan& p, int V) {
+  const rows::Walk& w = p.by_channel;
+  if (w.inner_ndim < 1 || w.inner_shape[w.inner_ndim - 1] % V != 0) return false;
+  for (const rows::Operand* o : {&p.x_c, &p.out_c}) {
+    if (reinterpret_cast<uintptr_t>(o->data) % 16 != 0) return false;
+    if (o->inner[w.inner_ndim - 1] != 1) return false;
+    for (int32_t d = 0; d + 1 < w.inner_ndim; ++d)
+      if (o->inner[d] % V != 0) return false;
+    for (int32_t d = 0; d < w.outer_ndim; ++d)
+      if (o->outer[d] % V != 0) return false;
+  }
+  return true;
+}
+
+template <class S, int V>
+void launch_by_channel(const Plan& p, int32_t device, cudaStream_t stream) {
+  using Policy = ChannelPolicy;
+  // Few channels over many elements leave SMs idle with a block per channel: split each
+  // channel over a cluster (sm_90) until the grid holds blocks_per_sm blocks per SM.
+  int split = 1;
+  if (cuda::compute_major(device) >= 9) {
+    const int64_t wanted = int64_t{cuda::sm_count(device)} * Policy::blocks_per_sm;
+    while (split < Policy::max_split && p.channels * split < wanted &&
+           p.count / (int64_t{split} * 2) >= int64_t{Policy::threads} * V * 4)
+      split *= 2;
+  }
+  const int64_t channels = std::min(p.channels, Policy::max_blocks / split);
+  cuda::launch_clustered(train_by_channel_kernel<Policy, S, V>,
+                         dim3(static_cast<unsigned>(channels * split)), dim3(Policy::threads), 0,
+                         split, stream, "batch norm kernel launch", p, split);
+}
+
 template <class S>
-void launch_training(const Plan& p, cudaStream_t stream) {
+void launch_training(const Plan& p, int32_t device, cudaStream_t stream) {
   if (p.channels_last && p.channels >= ColumnPolicy::lanes) {
     const int64_t groups = (p.channels + ColumnPolicy::lanes - 1) / ColumnPolicy::lanes;
     train_channels_last_kernel<ColumnPolicy, S>
         <<<static_cast<unsigned>(std::min(groups, ColumnPolicy::max_blocks)), ColumnPolicy::threads,
            0, stream>>>(p);
   } else {
-    train_by_channel_kernel<ChannelPolicy, S>
-        <<<static_cast<unsigned>(std::min(p.channels, ChannelPolicy::max_blocks)),
-           ChannelPolicy::threads, 0, stream>>>(p);
+    constexpr int V = 16 / sizeof(S);
+    if (channel_vectors_fit(p, V))
+      launch_by_channel<S, V>(p, device, stream);
+    else
+      launch_by_channel<S, 1>(p, device, stream);
   }
 }
 
 template <class S>
-void launch(const Plan& p, cudaStream_t stream) {
+void launch(const Plan& p, int32_t device, cudaStream_t stream) {
   if (p.training)
-    launch_training<S>(p, stream);
+    launch_training<S>(p, device, stream);
   else if (p.elements.row_length <= int64_t{0xffffffff} - 2 * InferencePolicy::vector_bytes)
     launch_inference<S, uint32_t>(p, stream);
   else
@@ -296,13 +377,13 @@ void launch(const Plan& p, cudaStream_t stream) {
 
 }  // namespace
 
-void run_cuda(const Plan& plan, int32_t, void* native_stream) {
+void run_cuda(const Plan& plan, int32_t device_id, void* native_stream) {
   cudaStream_t stream = static_cast<cudaStream_t>(native_stream);
   switch (plan.dtype) {
-    case KF_DTYPE_FLOAT16: return launch<math::half_t>(plan, stream);
-    case KF_DTYPE_BFLOAT16: return launch<math::bfloat16_t>(plan, stream);
-    case KF_DTYPE_FLOAT64: return launch<double>(plan, stream);
-    default: return launch<float>(plan, stream);
+    case KF_DTYPE_FLOAT16: return launch<math::half_t>(plan, device_id, stream);
+    case KF_DTYPE_BFLOAT16: return launch<math::bfloat16_t>(plan, device_id, stream);
+    case KF_DTYPE_FLOAT64: return launch<double>(plan, device_id, stream);
+    default: return launch<float>(plan, device_id, stream);
   }
 }
 

@@ -9,11 +9,11 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 
 #include "core/ops/dropout/dropout.hpp"
 #include "core/runtime/cuda/cuda_check.hpp"
+#include "core/runtime/cuda/device_caps.hpp"
 
 namespace kf::dropout {
 namespace {
@@ -186,21 +186,6 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
 
 // ---- host side --------------------------------------------------------------------------------
 
-// SM count of a device, queried once. (The same cache lives in elementwise/cuda.cu; it belongs in
-// core/runtime/cuda once that file is not being tuned.)
-int sm_count(int32_t device) {
-  constexpr int kCached = 64;
-  static std::atomic<int> cache[kCached];
-  if (device >= 0 && device < kCached) {
-    if (int n = cache[device].load(std::memory_order_relaxed)) return n;
-  }
-  int n = 0;
-  cuda::check(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device),
-              "cudaDeviceGetAttribute");
-  if (device >= 0 && device < kCached) cache[device].store(n, std::memory_order_relaxed);
-  return n;
-}
-
 uint32_t grid_size(int64_t work_items, int threads, int sms, int blocks_per_sm) {
   const int64_t wanted = std::max<int64_t>(1, (work_items + threads - 1) / threads);
   return static_cast<uint32_t>(std::min<int64_t>(wanted, int64_t{sms} * blocks_per_sm));
@@ -263,7 +248,7 @@ void run_typed(const Plan& p, int sms, cudaStream_t stream) {
 
 // The entry has made device_id current (kf::activate).
 void run_cuda(const Plan& plan, int32_t device_id, void* native_stream) {
-  const int sms = sm_count(device_id);
+  const int sms = cuda::sm_count(device_id);
   cudaStream_t stream = static_cast<cudaStream_t>(native_stream);
   switch (plan.dtype) {
     case KF_DTYPE_FLOAT16: return run_typed<math::half_t>(plan, sms, stream);

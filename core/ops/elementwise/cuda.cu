@@ -11,10 +11,10 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 
 #include "core/ops/elementwise/elementwise.hpp"
+#include "core/runtime/cuda/device_caps.hpp"
 #include "core/runtime/cuda/launch.hpp"
 #include "core/runtime/error.hpp"
 
@@ -233,25 +233,6 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
 
 // ---- host side --------------------------------------------------------------------------------
 
-void check_cuda(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    fail(KF_ERROR_CUDA, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
-}
-
-// SM count of a device, queried once.
-int sm_count(int32_t device) {
-  constexpr int kCached = 64;
-  static std::atomic<int> cache[kCached];
-  if (device >= 0 && device < kCached) {
-    if (int n = cache[device].load(std::memory_order_relaxed)) return n;
-  }
-  int n = 0;
-  check_cuda(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device),
-             "cudaDeviceGetAttribute");
-  if (device >= 0 && device < kCached) cache[device].store(n, std::memory_order_relaxed);
-  return n;
-}
-
 // Resident blocks per SM of a kernel, queried once per kernel (at least the launch bound's
 // minimum).
 template <class Kernel>
@@ -376,7 +357,7 @@ void run_typed(const Plan& p, const Target& t) {
 
 // The entry has made device_id current (kf::activate).
 void run_cuda(const Plan& plan, int32_t device_id, void* native_stream) {
-  const Target t{device_id, sm_count(device_id), static_cast<cudaStream_t>(native_stream)};
+  const Target t{device_id, cuda::sm_count(device_id), static_cast<cudaStream_t>(native_stream)};
   dispatch_dtype(plan.dtype, [&](auto storage) {
     using S = decltype(storage);
     dispatch_op(plan.op, [&](auto op) {

@@ -10,15 +10,21 @@
 // Every result is combined in an order fixed by the launch shape, which depends only on the plan
 // and the device, so results are deterministic. Accumulators fold into totals every few elements
 // (blocked summation) to keep f32 sums of millions of elements accurate.
-// Known limit: the reduction of one output is never split over several blocks, so a single output
-// over a huge extent (a full reduction) runs on one SM.
+// On sm_90 the columns kernel splits the rows of each tile over a cluster of blocks when tiles
+// are too few to fill the GPU. Known limit: the rows kernel never splits one output over several
+// blocks, so a single output over a huge extent (a full reduction) runs on one SM.
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#include <cooperative_groups.h>
+#endif
+
 #include "core/ops/reduce/reduce.hpp"
+#include "core/runtime/cuda/cluster_launch.hpp"
+#include "core/runtime/cuda/device_caps.hpp"
 #include "core/runtime/error.hpp"
 
 namespace kf::reduce {
@@ -44,6 +50,10 @@ struct ColumnsPolicy {
   static constexpr int max_tile_x = 32;    // threads across a tile's columns
   static constexpr int min_tile_x = 8;     // below this a warp's row segments get too short
   static constexpr int blocks_per_sm = 2;  // aim for at least this many blocks per SM
+  // Clusters that split a tile's rows (sm_90): up to max_split blocks, until the grid holds
+  // split_blocks_per_sm blocks per SM.
+  static constexpr int max_split = 8;
+  static constexpr int split_blocks_per_sm = 4;
 };
 
 struct StridedPolicy {
@@ -146,14 +156,43 @@ __global__ void __launch_bounds__(RowsPolicy::threads) rows_kernel(RowsArgs<S> a
 
 // ---- columns: reduce-non-last -----------------------------------------------------------------
 
+__device__ __forceinline__ void cluster_sync() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cooperative_groups::this_cluster().sync();
+#else
+  __trap();  // splits are launched on sm_90 and later only
+#endif
+}
+
+// Folds the partial columns tile[slot .. slot + count) of the cluster's other blocks into block
+// 0's, in rank order (`mine`: this thread holds a finished partial column).
+template <class R, class T>
+__device__ __forceinline__ void cluster_combine(T* tile, int slot, int count, int split,
+                                                bool mine) {
+  cluster_sync();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+  if (mine && cluster.block_rank() == 0) {
+    for (int r = 1; r < split; ++r) {
+      const T* other = cluster.map_shared_rank(tile, r);
+      for (int e = 0; e < count; ++e) tile[slot + e] = R::combine(tile[slot + e], other[slot + e]);
+    }
+  }
+#endif
+}
+
 template <class S>
 struct ColumnsArgs {
   const S* x;
   S* out;
   int64_t outer, reduced, inner, row_stride, outer_stride, out_stride, out_outer;
+  int split;  // blocks sharing a column tile (a cluster, sm_90), each over a part of the rows
 };
 
 // Block (tile_x, tile_y): tile_x * V columns, tile_y threads over the reduced rows (powers of 2).
+// With a split, the `split` consecutive blocks of a cluster share a column tile and each reduces
+// its own contiguous part of the rows; the first block combines the others' partial columns from
+// their shared memory in rank order, so results stay deterministic.
 template <class R, class S, int V>
 __global__ void __launch_bounds__(ColumnsPolicy::threads) columns_kernel(ColumnsArgs<S> a) {
   using T = math::compute_t<S>;
@@ -162,9 +201,13 @@ __global__ void __launch_bounds__(ColumnsPolicy::threads) columns_kernel(Columns
   const int tile_x = blockDim.x, tile_y = blockDim.y;
   const int width = tile_x * V;
   const int slot = threadIdx.x * V;
-  const int64_t col = (int64_t{blockIdx.x} * tile_x + threadIdx.x) * V;
+  const int rank = static_cast<int>(blockIdx.x % static_cast<unsigned>(a.split));
+  const int64_t col = (int64_t{blockIdx.x / a.split} * tile_x + threadIdx.x) * V;
   const bool active = col < a.inner;  // V > 1 only when inner % V == 0: whole packs
   const int64_t step = int64_t{tile_y} * kUnroll;
+  const int64_t part_rows = (a.reduced + a.split - 1) / a.split;
+  const int64_t first = rank * part_rows;
+  const int64_t end = a.reduced < first + part_rows ? a.reduced : first + part_rows;
   const T n = static_cast<T>(a.reduced);
   for (int64_t o = blockIdx.y; o < a.outer; o += gridDim.y) {
     const S* x = a.x + o * a.outer_stride + col;
@@ -172,21 +215,21 @@ __global__ void __launch_bounds__(ColumnsPolicy::threads) columns_kernel(Columns
 #pragma unroll
     for (int e = 0; e < V; ++e) total[e] = R::template identity<T>();
     if (active) {
-      for (int64_t r0 = threadIdx.y; r0 < a.reduced; r0 += step) {
+      for (int64_t r0 = first + threadIdx.y; r0 < end; r0 += step) {
         Pack<S, V> p[kUnroll];
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
           // Rows past the end re-read row r0 (cached, then ignored): unconditional loads keep
           // every pack in registers.
           const int64_t r = r0 + int64_t{u} * tile_y;
-          p[u] = load_pack<S, V>(x + (r < a.reduced ? r : r0) * a.row_stride);
+          p[u] = load_pack<S, V>(x + (r < end ? r : r0) * a.row_stride);
         }
         T part[V];
 #pragma unroll
         for (int e = 0; e < V; ++e) part[e] = R::template identity<T>();
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
-          if (r0 + int64_t{u} * tile_y < a.reduced) {
+          if (r0 + int64_t{u} * tile_y < end) {
 #pragma unroll
             for (int e = 0; e < V; ++e) part[e] = R::combine(part[e], mapped<R>(p[u].v[e]));
           }
@@ -208,12 +251,14 @@ __global__ void __launch_bounds__(ColumnsPolicy::threads) columns_kernel(Columns
       }
       __syncthreads();
     }
-    if (threadIdx.y == 0 && active) {
+    if (a.split > 1) cluster_combine<R>(tile, slot, V, a.split, threadIdx.y == 0 && active);
+    if (threadIdx.y == 0 && active && rank == 0) {
       S* out = a.out + o * a.out_outer;
 #pragma unroll
       for (int e = 0; e < V; ++e) out[(col + e) * a.out_stride] = finished<R, S>(tile[slot + e], n);
     }
-    __syncthreads();  // the tile is reused by the next outer index
+    if (a.split > 1) cluster_sync();  // the others' tiles were read
+    __syncthreads();                  // the tile is reused by the next outer index
   }
 }
 
@@ -254,20 +299,6 @@ void check_cuda(cudaError_t e, const char* what) {
 
 void check_launch() { check_cuda(cudaGetLastError(), "reduction kernel launch"); }
 
-// SM count of a device, queried once.
-int sm_count(int32_t device) {
-  constexpr int kCached = 64;
-  static std::atomic<int> cache[kCached];
-  if (device >= 0 && device < kCached) {
-    if (int n = cache[device].load(std::memory_order_relaxed)) return n;
-  }
-  int n = 0;
-  check_cuda(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device),
-             "cudaDeviceGetAttribute");
-  if (device >= 0 && device < kCached) cache[device].store(n, std::memory_order_relaxed);
-  return n;
-}
-
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -293,7 +324,7 @@ void launch_rows(const Plan& p, int sms, cudaStream_t stream) {
 }
 
 template <class R, class S, int V>
-void launch_columns(const Plan& p, int sms, cudaStream_t stream) {
+void launch_columns(const Plan& p, int sms, bool clusters, cudaStream_t stream) {
   ColumnsArgs<S> a{static_cast<const S*>(p.x),
                    static_cast<S*>(p.out),
                    p.outer,
@@ -302,7 +333,8 @@ void launch_columns(const Plan& p, int sms, cudaStream_t stream) {
                    p.row_stride,
                    p.outer_stride,
                    p.out_stride,
-                   p.out_outer};
+                   p.out_outer,
+                   1};
   const int64_t grid_y = std::min<int64_t>(p.outer, 65535);
   int tile_x = ColumnsPolicy::max_tile_x;
   while (tile_x > 1 && int64_t{tile_x / 2} * V >= p.inner) tile_x /= 2;  // no idle columns
@@ -312,9 +344,17 @@ void launch_columns(const Plan& p, int sms, cudaStream_t stream) {
   int tile_y = ColumnsPolicy::threads / tile_x;
   while (tile_y > 1 && tile_y / 2 >= p.reduced) tile_y /= 2;  // no idle rows
   const int64_t grid_x = ceil_div(p.inner, int64_t{tile_x} * V);
-  columns_kernel<R, S, V><<<dim3(static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y)),
-                            dim3(tile_x, tile_y), 0, stream>>>(a);
-  check_launch();
+  // Too few tiles to keep every SM streaming (a wide 16-bit tensor reduced over dim 0 fills
+  // only one block per SM): split the rows of each tile over a cluster of blocks.
+  const int64_t tiles = grid_x * grid_y;
+  while (clusters && a.split < ColumnsPolicy::max_split &&
+         tiles * a.split < int64_t{sms} * ColumnsPolicy::split_blocks_per_sm &&
+         p.reduced / (a.split * 2) >= int64_t{tile_y} * ColumnsPolicy::unroll<S>() * 4)
+    a.split *= 2;
+  cuda::launch_clustered(
+      columns_kernel<R, S, V>,
+      dim3(static_cast<unsigned>(grid_x * a.split), static_cast<unsigned>(grid_y)),
+      dim3(tile_x, tile_y), 0, a.split, stream, "reduction kernel launch", a);
 }
 
 template <class R, class S>
@@ -326,7 +366,7 @@ void launch_strided(const Plan& p, int sms, cudaStream_t stream) {
 }
 
 template <class R, class S>
-void run_typed(const Plan& p, int sms, cudaStream_t stream) {
+void run_typed(const Plan& p, int sms, bool clusters, cudaStream_t stream) {
   constexpr int kWidth = static_cast<int>(16 / sizeof(S));
   switch (p.layout) {
     case Layout::rows:
@@ -336,8 +376,8 @@ void run_typed(const Plan& p, int sms, cudaStream_t stream) {
     case Layout::columns:
       if (p.inner % kWidth == 0 && p.row_stride % kWidth == 0 && p.outer_stride % kWidth == 0 &&
           aligned16(p.x))
-        return launch_columns<R, S, kWidth>(p, sms, stream);
-      return launch_columns<R, S, 1>(p, sms, stream);
+        return launch_columns<R, S, kWidth>(p, sms, clusters, stream);
+      return launch_columns<R, S, 1>(p, sms, clusters, stream);
     case Layout::strided: return launch_strided<R, S>(p, sms, stream);
   }
 }
@@ -346,11 +386,13 @@ void run_typed(const Plan& p, int sms, cudaStream_t stream) {
 
 // The entry has made device_id current (kf::activate).
 void run_cuda(const Plan& plan, int32_t device_id, void* native_stream) {
-  const int sms = sm_count(device_id);
+  const int sms = cuda::sm_count(device_id);
+  const bool clusters = cuda::compute_major(device_id) >= 9;
   cudaStream_t stream = static_cast<cudaStream_t>(native_stream);
   dispatch_dtype(plan.dtype, [&](auto storage) {
-    math::reduction::dispatch(
-        plan.op, [&](auto op) { run_typed<decltype(op), decltype(storage)>(plan, sms, stream); });
+    math::reduction::dispatch(plan.op, [&](auto op) {
+      run_typed<decltype(op), decltype(storage)>(plan, sms, clusters, stream);
+    });
   });
 }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "core/math/numeric.hpp"
+#include "core/ops/rows/reduce.cuh"
 #include "core/ops/rows/rows.hpp"
 
 namespace kf::rows {
@@ -72,41 +73,6 @@ __device__ __forceinline__ void tile_store(S* row, int64_t n, int lane,
     *reinterpret_cast<Pack<S, P::vec>*>(row + c) = pack;
   }
 }
-
-// Combines v over the row's group with op (commutative and associative); every thread of the
-// group gets the same result. A block-wide group uses `scratch` (32 values) and ends with a
-// barrier, so scratch may be reused at once; every thread of the block must call it.
-template <int Group, class T, class Op>
-__device__ __forceinline__ T group_reduce(T v, Op op, T* scratch) {
-  constexpr int lanes = Group < 32 ? Group : 32;
-#pragma unroll
-  for (int o = lanes / 2; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
-  if constexpr (Group > 32) {
-    constexpr int warps = Group / 32;  // a power of two: each aligned run of `warps` lanes
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;  // reads every warp's value
-    if (lane == 0) scratch[warp] = v;
-    __syncthreads();
-    v = scratch[lane % warps];
-#pragma unroll
-    for (int o = warps / 2; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
-    __syncthreads();
-  }
-  return v;
-}
-
-struct Plus {
-  template <class T>
-  __device__ __forceinline__ T operator()(T a, T b) const {
-    return a + b;
-  }
-};
-
-struct Larger {  // NaN never wins, as on the CPU backend (v > max ? v : max)
-  template <class T>
-  __device__ __forceinline__ T operator()(T a, T b) const {
-    return b > a ? b : a;
-  }
-};
 
 // True when every row of t (absent: true) starts on a 16-byte boundary, so that vec-wide loads
 // of a dense row whose length is a multiple of vec are aligned.

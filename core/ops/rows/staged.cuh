@@ -1,0 +1,243 @@
+// Shared-memory staged rows for the row-wise CUDA kernels (norms, softmax), for dense rows whose
+// starts are 16-byte aligned and whose length fills whole 16-byte vectors. A block copies a tile
+// of rows, or its slice of one long row, into shared memory with 16-byte cp.async copies, all
+// issued before the first wait, and stages the next tile while it computes the current one (two
+// buffers): the bytes in flight per SM are then bounded by shared memory instead of by the
+// registers a row cache can spare. The statistics passes read shared memory and the output is
+// written once, so each input is read from DRAM once.
+// Regimes, chosen on the host by plan_staging (each family decides where staging is used):
+//  - rows of up to 6 KiB: a tile of ~16 KiB of rows per buffer, 1..32 lanes per row;
+//  - rows of up to 64 KiB: the whole block per row, a tile of one or more rows;
+//  - longer rows: a thread-block cluster per row (sm_90), each block staging a 64 KiB (or
+//    128 KiB) slice, one buffer; the row's statistics are combined through distributed shared
+//    memory.
+// The tuning numbers live in StagedPolicy, apart from the families' math.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "core/ops/rows/reduce.cuh"
+#include "core/ops/rows/rows.hpp"
+#include "core/runtime/cuda/cluster_launch.hpp"
+#include "core/runtime/cuda/cuda_check.hpp"
+#include "core/runtime/cuda/device_caps.hpp"
+
+namespace kf::rows {
+
+struct StagedPolicy {
+  static constexpr int threads = 256;
+  static constexpr int64_t tile_bytes = 16 * 1024;          // staged per buffer for short rows
+  static constexpr int64_t group_row_bytes = 6 * 1024;      // longest row a warp (or less) takes
+  static constexpr int64_t slice_bytes = 64 * 1024;         // staged per block for long rows
+  static constexpr int64_t large_slice_bytes = 128 * 1024;  // when 64 KiB slices need > max
+  static constexpr int max_portable_cluster = 8;
+  static constexpr int max_cluster = 16;  // non-portable; used when the device can hold one
+};
+
+// How one launch stages its rows (host-computed, passed to the kernel by value).
+struct Staging {
+  int group = 1;             // threads per row: 1..32 (a power of two) or StagedPolicy::threads
+  int rows_per_tile = 1;     // rows a block stages at once
+  int cluster = 1;           // blocks per row (> 1: a cluster launch)
+  int64_t slice = 0;         // a row's elements per block (the whole row when cluster == 1)
+  int buffers = 1;           // 2: the next tile is staged while the current one is computed
+  int64_t buffer_elems = 0;  // elements of one buffer (every staged operand's tile)
+  size_t smem = 0;           // dynamic shared memory per block
+  unsigned grid = 0;
+};
+
+// Plans staging for `rows` rows of n elements of `element_bytes` each, with `inputs` row
+// operands staged (x, and a residual). max_cluster: the largest cluster the kernel may use (1
+// where clusters are not available). Returns false when the rows cannot be staged: the length
+// does not fill whole 16-byte vectors, or a row needs more than max_cluster slices.
+inline bool plan_staging(int64_t rows, int64_t n, int element_bytes, int inputs, int max_cluster,
+                         Staging* s) {
+  using P = StagedPolicy;
+  const int64_t vec = 16 / element_bytes;
+  if (n % vec != 0) return false;
+  const int64_t row_bytes = n * element_bytes * inputs;
+  Staging g;
+  if (row_bytes <= P::slice_bytes) {
+    g.slice = n;
+    g.rows_per_tile = static_cast<int>(row_bytes < P::tile_bytes ? P::tile_bytes / row_bytes : 1);
+    if (row_bytes <= P::group_row_bytes) {
+      // Enough lanes per row that one pass of the block's groups covers the tile (fewer,
+      // shorter shuffle trees and more rows in flight than a warp per row).
+      const int64_t vectors = n / vec;
+      g.group = 1;
+      while (g.group < 32 && g.group < vectors &&
+             int64_t{g.group} * 2 * g.rows_per_tile <= P::threads)
+        g.group *= 2;
+    } else {
+      g.group = P::threads;
+    }
+    g.buffers = 2;
+    const int64_t tiles = (rows + g.rows_per_tile - 1) / g.rows_per_tile;
+    g.grid = static_cast<unsigned>(tiles < (int64_t{1} << 20) ? tiles : (int64_t{1} << 20));
+  } else {
+    int64_t budget = P::slice_bytes;
+    int64_t blocks = (row_bytes + budget - 1) / budget;
+    int64_t limit = max_cluster;
+    if (blocks > limit) {  // 128 KiB slices, in portable clusters (one block per SM)
+      budget = P::large_slice_bytes;
+      blocks = (row_bytes + budget - 1) / budget;
+      limit = limit < P::max_portable_cluster ? limit : P::max_portable_cluster;
+    }
+    if (blocks > limit || blocks < 2) return false;
+    const int64_t per_block = (n + blocks - 1) / blocks;
+    g.slice = (per_block + vec - 1) / vec * vec;
+    g.cluster = static_cast<int>((n + g.slice - 1) / g.slice);  // no empty slices
+    g.group = P::threads;
+    const int64_t units = rows < (int64_t{1} << 20) ? rows : (int64_t{1} << 20);
+    g.grid = static_cast<unsigned>(units * g.cluster);
+  }
+  g.buffer_elems = g.rows_per_tile * g.slice * inputs;
+  g.smem = static_cast<size_t>(g.buffer_elems * element_bytes * g.buffers);
+  *s = g;
+  return true;
+}
+
+// Issues cp.async copies of `count` 16-byte vectors per row for `rows` rows: row r's vectors go
+// from src(r) (global, 16-byte aligned) to dst + r * dst_stride (shared). The block's threads
+// split the flattened vectors, so short rows keep every thread busy.
+template <class S, class Src>
+__device__ __forceinline__ void stage_rows(S* dst, int64_t dst_stride, int rows, int count,
+                                           Src src) {
+  const int total = rows * count;
+  for (int i = threadIdx.x; i < total; i += blockDim.x) {
+    const int r = i / count, v = i - r * count;
+    constexpr int vec = 16 / sizeof(S);
+    const S* from = src(r) + v * vec;
+    const unsigned to =
+        static_cast<unsigned>(__cvta_generic_to_shared(dst + r * dst_stride + v * vec));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(to), "l"(from) : "memory");
+  }
+}
+
+__device__ __forceinline__ void commit_staged() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+template <int kPending>
+__device__ __forceinline__ void wait_staged() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
+}
+
+// Runs compute(tile, buffer) over this block's tiles (the same ones for every block of a
+// cluster), each staged first by stage(tile, buffer), which issues cp.async copies. With two
+// buffers the next tile's copies are in flight while the current tile is computed.
+template <class Stage, class Compute>
+__device__ __forceinline__ void for_each_tile(const Staging& g, int64_t tiles, Stage stage,
+                                              Compute compute) {
+  const int64_t stride = gridDim.x / g.cluster;
+  int64_t tile = blockIdx.x / g.cluster;
+  if (g.buffers == 1) {
+    for (; tile < tiles; tile += stride) {
+      __syncthreads();  // the last tile's passes are done with shared memory
+      stage(tile, 0);
+      commit_staged();
+      wait_staged<0>();
+      __syncthreads();
+      compute(tile, 0);
+    }
+    return;
+  }
+  if (tile < tiles) stage(tile, 0);
+  commit_staged();
+  for (int buffer = 0; tile < tiles; tile += stride, buffer ^= 1) {
+    if (tile + stride < tiles) stage(tile + stride, buffer ^ 1);
+    commit_staged();
+    wait_staged<1>();  // all but the newest group: the current tile has landed
+    __syncthreads();
+    compute(tile, buffer);
+    __syncthreads();  // the current buffer is free for the tile after next
+  }
+}
+
+// Rank of this block in its row's cluster (1-D clusters of consecutive blocks).
+__device__ __forceinline__ int slice_rank(const Staging& g) {
+  return g.cluster > 1 ? static_cast<int>(blockIdx.x % static_cast<unsigned>(g.cluster)) : 0;
+}
+
+// ---- host side ----------------------------------------------------------------------------
+
+// Prepares kKernel<kClustered> on `device` once (the dynamic shared memory it may take and, for
+// the clustered kernel, non-portable cluster sizes) and returns the largest cluster it may use:
+// 1 without clusters (before sm_90, or the tile kernel), 16 when the device can hold a
+// 16-block cluster of 64 KiB slices, else 8.
+template <auto kKernel, bool kClustered>
+int prepare_staged_kernel(int32_t device) {
+  static std::atomic<int> cache[64];
+  const bool cacheable = device >= 0 && device < 64;
+  if (cacheable) {
+    if (const int n = cache[device].load(std::memory_order_acquire)) return n;
+  }
+  using P = StagedPolicy;
+  int limit = 1;
+  cuda::check(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   static_cast<int>(P::large_slice_bytes)),
+              "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
+  if (kClustered && cuda::compute_major(device) >= 9) {
+    limit = P::max_portable_cluster;
+    if (cudaFuncSetAttribute(kKernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) ==
+        cudaSuccess) {
+      cudaLaunchAttribute attribute{};
+      attribute.id = cudaLaunchAttributeClusterDimension;
+      attribute.val.clusterDim.x = P::max_cluster;
+      attribute.val.clusterDim.y = 1;
+      attribute.val.clusterDim.z = 1;
+      cudaLaunchConfig_t config{};
+      config.gridDim = dim3(P::max_cluster);
+      config.blockDim = dim3(P::threads);
+      config.dynamicSmemBytes = static_cast<size_t>(P::slice_bytes);
+      config.attrs = &attribute;
+      config.numAttrs = 1;
+      int clusters = 0;
+      if (cudaOccupancyMaxActiveClusters(&clusters, kKernel, &config) == cudaSuccess &&
+          clusters > 0)
+        limit = P::max_cluster;
+    }
+    cudaGetLastError();  // a refused non-portable size is not an error of the op
+  }
+  if (cacheable) cache[device].store(limit, std::memory_order_release);
+  return limit;
+}
+
+// Launches kernel(plan, g) with g's block, shared memory and cluster size. Without clusters the
+// grid is capped at the blocks that fit on the device at once, so that each block works through
+// several tiles and its double buffering overlaps loads with compute.
+template <class Plan>
+void launch_staged(void (*kernel)(Plan, Staging), const Plan& plan, Staging g, int32_t device,
+                   cudaStream_t stream, const char* what) {
+  if (g.cluster == 1) {
+    int per_sm = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, StagedPolicy::threads,
+                                                      g.smem) == cudaSuccess &&
+        per_sm > 0) {
+      const int64_t resident = int64_t{per_sm} * cuda::sm_count(device);
+      if (g.grid > resident) g.grid = static_cast<unsigned>(resident);
+    }
+    cudaGetLastError();
+  }
+  cuda::launch_clustered(kernel, dim3(g.grid), dim3(StagedPolicy::threads), g.smem, g.cluster,
+                         stream, what, plan, g);
+}
+
+// Plans and launches a family's staged kernels (kTiled without clusters, kClustered with) over
+// plan's rows; false when they cannot be staged (the caller takes another path).
+template <auto kTiled, auto kClustered, class Plan>
+bool stage_and_launch(const Plan& plan, const Walk& w, int element_bytes, int inputs,
+                      int32_t device, cudaStream_t stream, const char* what) {
+  const int max_cluster = prepare_staged_kernel<kClustered, true>(device);
+  prepare_staged_kernel<kTiled, false>(device);
+  Staging g;
+  if (!plan_staging(w.rows, w.row_length, element_bytes, inputs, max_cluster, &g)) return false;
+  launch_staged(g.cluster > 1 ? kClustered : kTiled, plan, g, device, stream, what);
+  return true;
+}
+
+}  // namespace kf::rows
