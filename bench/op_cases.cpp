@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <memory>
 
 #include "bench/data.hpp"
@@ -294,109 +295,179 @@ std::vector<double> reference_row(RowOp op, const std::vector<double>& x, const 
 }  // namespace
 
 void OpCaseRunner::add_row_ops(kf_dtype_t dtype, std::vector<Case>* cases) {
-  const double es = static_cast<double>(kf_dtype_size(dtype));
-  const std::vector<int64_t> lengths = options_.quick
-                                           ? std::vector<int64_t>{64, 1027, 16384}
-                                           : std::vector<int64_t>{64, 1024, 4096, 16384, 262144};
   struct Kind {
     RowOp op;
     const char* name;
     kf_activation_t act;
     int params;  // per-row parameter vectors (weight, bias)
   };
-  const Kind kinds[] = {{RowOp::kSoftmax, "softmax", KF_ACTIVATION_NONE, 0},
-                        {RowOp::kLogSoftmax, "log_softmax", KF_ACTIVATION_NONE, 0},
-                        {RowOp::kLayerNorm, "layer_norm", KF_ACTIVATION_RELU, 2},
-                        {RowOp::kRmsNorm, "rms_norm", KF_ACTIVATION_NONE, 1}};
-  for (const Kind& kind : kinds) {
-    for (int64_t length : lengths) {
-      // log-softmax shares softmax's kernels: one row length is enough.
-      if (kind.op == RowOp::kLogSoftmax && length != (options_.quick ? 1027 : 4096)) continue;
-      const int64_t rows = rows_for(dtype, length, 2.0);
-      const std::vector<int64_t> shape = {rows, length};
-      const int64_t count = rows * length;
-      Case c;
-      c.r.op = kind.name;
-      c.r.variant = kind.op == RowOp::kLayerNorm ? "affine act=relu"
-                    : kind.op == RowOp::kRmsNorm ? "weight"
-                                                 : "scale=1";
-      c.r.target = "rows";
-      c.r.dtype = dtype;
-      c.r.shape = shape;
-      c.r.bytes = es * static_cast<double>(2 * count + kind.params * length);
-      c.allocated_bytes = es * static_cast<double>(2 * count);
-      const Kind k = kind;
-      c.setup = [=](State* s, int sets) {
-        s->host.push_back(
-            random_elements(dtype, static_cast<size_t>(count), seed_for(dtype, count, 4)));
-        for (int p = 0; p < k.params; ++p) {
-          s->host.push_back(
-              random_elements(dtype, static_cast<size_t>(length), seed_for(dtype, length, 5 + p)));
-          s->shared.push_back(make_tensor(ctx_, dtype, {length}));
-          upload(s->shared.back().get(), s->host.back(), stream_);
-        }
-        for (int i = 0; i < sets; ++i) {
-          std::vector<Tensor> set;
-          set.push_back(make_tensor(ctx_, dtype, shape));
-          set.push_back(make_tensor(ctx_, dtype, shape));
-          upload(set[0].get(), s->host[0], stream_);
-          s->sets.push_back(std::move(set));
-        }
-      };
-      c.body = [=](State& s, int run) {
-        kf_tensor_t* x = s.set(run, 0);
-        kf_tensor_t* out = s.set(run, 1);
-        switch (k.op) {
-          case RowOp::kSoftmax:
-            check(kf_fused_softmax(ctx_, x, nullptr, out, 1.0, 0, stream_), "kf_fused_softmax");
-            break;
-          case RowOp::kLogSoftmax:
-            check(kf_log_softmax(ctx_, x, nullptr, out, 1.0, 0, stream_), "kf_log_softmax");
-            break;
-          case RowOp::kLayerNorm:
-            check(kf_fused_layer_norm_activation(ctx_, x, s.shared[0].get(), s.shared[1].get(), out,
-                                                 nullptr, nullptr, 1, kEps, k.act, stream_),
-                  "kf_fused_layer_norm_activation");
-            break;
-          case RowOp::kRmsNorm:
-            check(kf_fused_rms_norm_activation(ctx_, x, nullptr, s.shared[0].get(), out, nullptr,
-                                               kEps, k.act, stream_),
-                  "kf_fused_rms_norm_activation");
-            break;
-        }
-      };
-      c.verify = [=](State& s) -> std::string {
-        const auto out = download(s.sets[0][1].get(),
-                                  static_cast<size_t>(count) * kf_dtype_size(dtype), stream_);
-        const size_t n = static_cast<size_t>(length);
-        std::vector<double> w(n), b(n), x(n);
-        for (size_t i = 0; i < n; ++i) {
-          if (k.params > 0) w[i] = element_at(s.host[1], dtype, i);
-          if (k.params > 1) b[i] = element_at(s.host[2], dtype, i);
-        }
-        // Softmax values shrink with the row length: compare relative to the value, with an
-        // absolute floor at f16's subnormal spacing.
-        const double floor = dtype == KF_DTYPE_FLOAT16 ? 6e-8 : 1e-30;
-        for (int64_t row : checked_rows(rows)) {
-          const size_t base = static_cast<size_t>(row) * n;
-          for (size_t i = 0; i < n; ++i) x[i] = element_at(s.host[0], dtype, base + i);
-          const std::vector<double> want = reference_row(k.op, x, k.params > 0 ? w.data() : nullptr,
-                                                         k.params > 1 ? b.data() : nullptr, k.act);
-          const size_t step = std::max<size_t>(1, n / kSamples);
-          for (size_t i = 0; i < n; i += step) {
-            const double allowed = k.op == RowOp::kSoftmax
-                                       ? tolerance(dtype) * std::fabs(want[i]) + floor
-                                       : allowed_for(dtype, want[i]);
-            const std::string problem =
-                compare("out", base + i, element_at(out, dtype, base + i), want[i], allowed);
-            if (!problem.empty()) return problem;
-          }
-        }
-        return "ok";
-      };
-      cases->push_back(std::move(c));
+  const Kind softmax{RowOp::kSoftmax, "softmax", KF_ACTIVATION_NONE, 0};
+  const Kind log_softmax{RowOp::kLogSoftmax, "log_softmax", KF_ACTIVATION_NONE, 0};
+  const Kind layer_norm{RowOp::kLayerNorm, "layer_norm", KF_ACTIVATION_RELU, 2};
+  const Kind rms_norm{RowOp::kRmsNorm, "rms_norm", KF_ACTIVATION_NONE, 1};
+  // One case: a kind on a shape (the last extent is the row). `extra` adds the fused inputs of
+  // the transformer forms: RMS norm reads a residual and writes residual_out; softmax adds a
+  // [Lq, Lk] mask broadcast over the leading dims and the causal mask.
+  struct Spec {
+    Kind kind;
+    std::vector<int64_t> shape;
+    bool extra;
+    const char* target;
+  };
+  std::vector<Spec> specs;
+  const std::vector<int64_t> lengths = options_.quick
+                                           ? std::vector<int64_t>{64, 1027, 16384}
+                                           : std::vector<int64_t>{64, 1024, 4096, 16384, 262144};
+  for (const Kind& kind : {softmax, layer_norm, rms_norm})
+    for (int64_t length : lengths)
+      specs.push_back({kind, {rows_for(dtype, length, 2.0), length}, false, "rows"});
+  // log-softmax shares softmax's kernels: one row length is enough.
+  const int64_t mid = options_.quick ? 1027 : 4096;
+  specs.push_back({log_softmax, {rows_for(dtype, mid, 2.0), mid}, false, "rows"});
+  specs.push_back({rms_norm, {rows_for(dtype, mid, 4.0), mid}, true, "large"});
+  const int64_t keys = options_.quick ? 36 : 2048;  // Lq = Lk
+  const int64_t heads = std::max<int64_t>(1, rows_for(dtype, keys, 2.0) / keys);
+  specs.push_back({softmax, {heads, keys, keys}, true, "large"});
+  if (!options_.quick) {
+    // The seeds' shapes (PERF.md: >= 70% of copy).
+    for (const Kind& kind : {softmax, layer_norm, rms_norm}) {
+      specs.push_back({kind, {2048, 2048}, false, "seed"});
+      specs.push_back({kind, {32, 512, 768}, false, "seed"});
     }
   }
+  // Adds one case (the body of the loop below).
+  const auto add_case = [&](RowOp op, const char* name, kf_activation_t act, int params,
+                            const std::vector<int64_t>& shape, bool extra, const char* target) {
+    const double es = static_cast<double>(kf_dtype_size(dtype));
+    const int64_t length = shape.back();
+    const int64_t count = element_count(shape);
+    const int64_t rows = count / length;
+    const bool residual = extra && op == RowOp::kRmsNorm;
+    const bool masked = extra && op != RowOp::kRmsNorm && op != RowOp::kLayerNorm;
+    const int64_t queries = masked ? shape[shape.size() - 2] : 1;
+    const int64_t mask_count = masked ? queries * length : 0;
+    Case c;
+    c.r.op = name;
+    c.r.variant = op == RowOp::kLayerNorm ? "affine act=relu"
+                  : op == RowOp::kRmsNorm ? (residual ? "weight +residual" : "weight")
+                                          : (masked ? "mask+causal" : "scale=1");
+    c.r.target = target;
+    c.r.dtype = dtype;
+    c.r.shape = shape;
+    // x and out; the residual is read and residual_out written; the mask and the parameter
+    // vectors are read once.
+    c.r.bytes = es * static_cast<double>((residual ? 4 : 2) * count + params * length + mask_count);
+    c.allocated_bytes = es * static_cast<double>((residual ? 4 : 2) * count);
+    c.setup = [=](State* s, int sets) {
+      s->host.push_back(
+          random_elements(dtype, static_cast<size_t>(count), seed_for(dtype, count, 4)));
+      for (int p = 0; p < params; ++p) {
+        s->host.push_back(
+            random_elements(dtype, static_cast<size_t>(length), seed_for(dtype, length, 5 + p)));
+        s->shared.push_back(make_tensor(ctx_, dtype, {length}));
+        upload(s->shared.back().get(), s->host.back(), stream_);
+      }
+      if (masked) {
+        s->host.push_back(
+            random_elements(dtype, static_cast<size_t>(mask_count), seed_for(dtype, count, 8)));
+        s->shared.push_back(make_tensor(ctx_, dtype, {queries, length}));
+        upload(s->shared.back().get(), s->host.back(), stream_);
+      }
+      if (residual)
+        s->host.push_back(
+            random_elements(dtype, static_cast<size_t>(count), seed_for(dtype, count, 10)));
+      for (int i = 0; i < sets; ++i) {
+        std::vector<Tensor> set;
+        set.push_back(make_tensor(ctx_, dtype, shape));  // x
+        set.push_back(make_tensor(ctx_, dtype, shape));  // out
+        upload(set[0].get(), s->host[0], stream_);
+        if (residual) {
+          set.push_back(make_tensor(ctx_, dtype, shape));  // residual
+          set.push_back(make_tensor(ctx_, dtype, shape));  // residual_out
+          upload(set[2].get(), s->host.back(), stream_);
+        }
+        s->sets.push_back(std::move(set));
+      }
+    };
+    c.body = [=](State& s, int run) {
+      kf_tensor_t* x = s.set(run, 0);
+      kf_tensor_t* out = s.set(run, 1);
+      switch (op) {
+        case RowOp::kSoftmax:
+          check(kf_fused_softmax(ctx_, x, masked ? s.shared[0].get() : nullptr, out, 1.0,
+                                 masked ? 1 : 0, stream_),
+                "kf_fused_softmax");
+          break;
+        case RowOp::kLogSoftmax:
+          check(kf_log_softmax(ctx_, x, nullptr, out, 1.0, 0, stream_), "kf_log_softmax");
+          break;
+        case RowOp::kLayerNorm:
+          check(kf_fused_layer_norm_activation(ctx_, x, s.shared[0].get(), s.shared[1].get(), out,
+                                               nullptr, nullptr, 1, kEps, act, stream_),
+                "kf_fused_layer_norm_activation");
+          break;
+        case RowOp::kRmsNorm:
+          check(kf_fused_rms_norm_activation(
+                    ctx_, x, residual ? s.set(run, 2) : nullptr, s.shared[0].get(), out,
+                    residual ? s.set(run, 3) : nullptr, kEps, act, stream_),
+                "kf_fused_rms_norm_activation");
+          break;
+      }
+    };
+    c.verify = [=](State& s) -> std::string {
+      const size_t bytes = static_cast<size_t>(count) * kf_dtype_size(dtype);
+      const auto out = download(s.sets[0][1].get(), bytes, stream_);
+      const auto h_out =
+          residual ? download(s.sets[0][3].get(), bytes, stream_) : std::vector<unsigned char>{};
+      const size_t n = static_cast<size_t>(length);
+      std::vector<double> w(n), b(n), x(n);
+      for (size_t i = 0; i < n; ++i) {
+        if (params > 0) w[i] = element_at(s.host[1], dtype, i);
+        if (params > 1) b[i] = element_at(s.host[2], dtype, i);
+      }
+      // Softmax values shrink with the row length: compare relative to the value, with an
+      // absolute floor at f16's subnormal spacing.
+      const double floor = dtype == KF_DTYPE_FLOAT16 ? 6e-8 : 1e-30;
+      const double minus_inf = -std::numeric_limits<double>::infinity();
+      for (int64_t row : checked_rows(rows)) {
+        const size_t base = static_cast<size_t>(row) * n;
+        const int64_t query = row % queries;
+        for (size_t i = 0; i < n; ++i) {
+          x[i] = element_at(s.host[0], dtype, base + i);
+          if (residual) {
+            // h = x + residual, rounded to the storage type as residual_out holds it.
+            x[i] = element_at(
+                filled_elements(dtype, 1, x[i] + element_at(s.host.back(), dtype, base + i)), dtype,
+                0);
+            const std::string problem =
+                compare("residual_out", base + i, element_at(h_out, dtype, base + i), x[i],
+                        allowed_for(dtype, x[i]));
+            if (!problem.empty()) return problem;
+          }
+          if (masked) {
+            x[i] += element_at(s.host[1], dtype, static_cast<size_t>(query) * n + i);
+            if (static_cast<int64_t>(i) > query) x[i] = minus_inf;  // causal, Lq = Lk
+          }
+        }
+        const std::vector<double> want = reference_row(op, x, params > 0 ? w.data() : nullptr,
+                                                       params > 1 ? b.data() : nullptr, act);
+        const size_t step = std::max<size_t>(1, n / kSamples);
+        for (size_t i = 0; i < n; i += step) {
+          const double allowed = op == RowOp::kSoftmax
+                                     ? tolerance(dtype) * std::fabs(want[i]) + floor
+                                     : allowed_for(dtype, want[i]);
+          const std::string problem =
+              compare("out", base + i, element_at(out, dtype, base + i), want[i], allowed);
+          if (!problem.empty()) return problem;
+        }
+      }
+      return "ok";
+    };
+    cases->push_back(std::move(c));
+  };
+  for (const Spec& spec : specs)
+    add_case(spec.kind.op, spec.kind.name, spec.kind.act, spec.kind.params, spec.shape, spec.extra,
+             spec.target);
 }
 
 // ---- batch norm -----------------------------------------------------------------------------

@@ -17,7 +17,7 @@ struct OpResult {
   std::string op;       // e.g. "softmax", "batch_norm", "reduce"
   std::string variant;  // what else distinguishes the row: activation, axis, training, ...
   std::string target;   // the PERF.md target class: "large" (>= 90%), "rows" / "reduce_dim0"
-                        // (>= 85%), or "" when the row is not held to a target
+                        // (>= 85%), "seed" (>= 70%), or "" when the row is not held to one
   kf_dtype_t dtype = KF_DTYPE_FLOAT32;
   std::vector<int64_t> shape;  // of the (main) input
   int buffer_sets = 1;
