@@ -886,4 +886,37 @@ TEST_F(RandomGraphTest, ConcurrentLaunchesOfOneKernel) {
   for (const std::string& f : failures) EXPECT_EQ(f, "");
 }
 
+// A node marked as two outputs (one dense, one strided) fills both.
+TEST_F(RandomGraphTest, NodeMarkedAsTwoOutputs) {
+  fusion_test::GraphHandle g(ctx());
+  Builder b{g};
+  const int32_t x = b.tensor(KF_DTYPE_FLOAT32, 1);
+  const int32_t y = b.binary(KF_BINARY_MUL, x, b.scalar(3.0));
+  b.output(y);
+  b.output(y);
+  b.output(b.binary(KF_BINARY_ADD, y, b.scalar(1.0)));
+  fusion_test::KernelHandle k = fusion_test::compile(g);
+  ASSERT_NE(k.k, nullptr);
+  std::mt19937_64 rng(7);
+  const int64_t n = 3000;
+  const std::vector<Num> in = random_input(KF_DTYPE_FLOAT32, static_cast<size_t>(n), rng);
+  DeviceTensor input = fusion_test::make_tensor(ctx(), KF_DTYPE_FLOAT32, {n}, false, rng);
+  fusion_test::upload(input, in);
+  std::vector<DeviceTensor> outs;
+  for (bool strided : {false, true, false}) {
+    outs.push_back(fusion_test::make_tensor(ctx(), KF_DTYPE_FLOAT32, {n}, strided, rng));
+    fusion_test::poison(outs.back());
+  }
+  KF_ASSERT_OK(fusion_test::launch(k, 1, {input.handle()},
+                                   {outs[0].handle(), outs[1].handle(), outs[2].handle()}));
+  for (size_t o = 0; o < outs.size(); ++o) {
+    const std::vector<Num> got = fusion_test::download(outs[o], "output " + std::to_string(o));
+    for (size_t e = 0; e < got.size(); ++e) {
+      const float product = static_cast<float>(in[e].f) * 3.0f;
+      const float want = o == 2 ? product + 1.0f : product;
+      ASSERT_EQ(got[e].f, want) << "output " << o << " element " << e;
+    }
+  }
+}
+
 }  // namespace

@@ -135,7 +135,8 @@ class Executor final : public Program {
   void* buffer(int32_t id, Scratch& scratch) const { return scratch.values[id]; }
 
   Graph g_;
-  std::vector<int32_t> slot_;  // node -> buffer slot; -1 for constants and image inputs
+  std::vector<int32_t> slot_;     // node -> buffer slot; -1 for constants and image inputs
+  std::vector<bool> first_mark_;  // per output: no earlier output marks the same node
   int32_t slots_ = 0;
   int64_t tile_ = 0;  // values (elements or pixels) per tile
 };
@@ -150,6 +151,11 @@ Executor::Executor(const Graph& g, const kf_compile_options_t&) : g_(g) {
     for (int32_t a = 0; a < node.n_args; ++a) last_use[node.args[a]] = i;
   }
   for (const Output& o : g_.outputs) last_use[o.node] = n;  // stored after every node
+  for (size_t o = 0; o < g_.outputs.size(); ++o) {
+    bool first = true;
+    for (size_t p = 0; p < o; ++p) first = first && g_.outputs[p].node != g_.outputs[o].node;
+    first_mark_.push_back(first);
+  }
   tile_ = kBufferBytes / (8 * channels);
 
   // A node takes a free slot before its arguments' slots are released, so that no node reads a
@@ -372,6 +378,24 @@ void Executor::run_tensor_tile(const Walk& w, const LaunchPlan& plan, int64_t be
   runs_of(w, begin, count, runs);
   const int32_t inner = w.rank - 1;
   const double* values = plan.values.data();
+  const size_t n_inputs = g_.inputs.size();
+  // An output node whose tile is one dense run of its own compute type is computed in place, in
+  // the output tensor (outputs overlap no input and no other output); others go through the slot.
+  uint64_t in_place = 0;  // bit o: output o is written directly
+  for (size_t o = 0; o < g_.outputs.size(); ++o) {
+    if (!first_mark_[o]) continue;  // a node marked twice: the later copies come from the first
+    const int32_t id = g_.outputs[o].node;
+    const size_t k = n_inputs + o;
+    scratch.values[id] = scratch.slot(slot_[id]);
+    with_dtype(g_.nodes[id].dtype, [&](auto dtype) {
+      using T = math::Compute<dtype()>;
+      if (std::is_same_v<T, math::Storage<dtype()>> && runs.count == 1 &&
+          w.strides[k][inner] == 1 && o < 64) {
+        scratch.values[id] = static_cast<T*>(w.data[k]) + runs.offsets[k * runs.capacity];
+        in_place |= uint64_t{1} << o;
+      }
+    });
+  }
   for (int32_t id = 0; id < static_cast<int32_t>(g_.nodes.size()); ++id) {
     const Node& node = g_.nodes[id];
     if (slot_[id] < 0) continue;  // constants (folded into their users), unused inputs
@@ -395,8 +419,8 @@ void Executor::run_tensor_tile(const Walk& w, const LaunchPlan& plan, int64_t be
                           out + runs.start[r]);
     });
   }
-  const size_t n_inputs = g_.inputs.size();
   for (size_t o = 0; o < g_.outputs.size(); ++o) {
+    if (o < 64 && (in_place >> o) & 1) continue;
     const int32_t id = g_.outputs[o].node;
     const size_t k = n_inputs + o;
     const int64_t stride = w.strides[k][inner];
