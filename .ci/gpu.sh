@@ -2,8 +2,9 @@
 # The GPU proof, for a lent H100/H200; run from the repository root:
 #   OUT=/some/dir bash .ci/gpu.sh
 # Builds for sm_90 (Release, Ninja) in build/gpu, runs the whole CTest suite with the CUDA tests
-# live, compute-sanitizer memcheck over every CUDA test binary (and racecheck over the op tests),
-# and kf-bench. Logs go to $OUT (default build/gpu/out):
+# live, kf-bench, then compute-sanitizer memcheck over every CUDA test binary (and racecheck over
+# the op tests): the benchmark comes before the slow sanitizer runs so that a run cut off by a
+# time limit still has its numbers. Logs go to $OUT (default build/gpu/out):
 #   gpu.txt  build.log  ctest.log  sanitizer.log  bench.log  bench.json  summary.txt
 # Every step runs even when an earlier one failed (a failed build stops only what needs it);
 # the exit status is non-zero if any step failed. Aimed at < 8 minutes on an H100.
@@ -56,6 +57,17 @@ else
   record "ctest" 1 "(not run: the build produced no test list)"
 fi
 
+section "kf-bench"
+start=$SECONDS
+if [[ -x $BUILD/bench/kf-bench ]]; then
+  # shellcheck disable=SC2086  # BENCH_ARGS is a list of options
+  "$BUILD/bench/kf-bench" --cuda --json "$OUT/bench.json" $BENCH_ARGS 2>&1 | tee "$OUT/bench.log"
+  bench_rc=$?
+  record "kf-bench" $bench_rc "($((SECONDS - start))s)"
+else
+  record "kf-bench" 1 "(not built)"
+fi
+
 section "compute-sanitizer"
 start=$SECONDS
 SANITIZER=$(command -v compute-sanitizer || true)
@@ -95,17 +107,6 @@ else
     [[ $bin == */ops/* ]] && { sanitize racecheck "$bin" || sanitizer_rc=1; }
   done
   record "compute-sanitizer" $sanitizer_rc "($((SECONDS - start))s, ${#cuda_tests[@]} CUDA test binaries)"
-fi
-
-section "kf-bench"
-start=$SECONDS
-if [[ -x $BUILD/bench/kf-bench ]]; then
-  # shellcheck disable=SC2086  # BENCH_ARGS is a list of options
-  "$BUILD/bench/kf-bench" --cuda --json "$OUT/bench.json" $BENCH_ARGS 2>&1 | tee "$OUT/bench.log"
-  bench_rc=$?
-  record "kf-bench" $bench_rc "($((SECONDS - start))s)"
-else
-  record "kf-bench" 1 "(not built)"
 fi
 
 section "summary"
