@@ -65,7 +65,9 @@ struct ContextHandle {
 
 // Compiles g for its context (EXPECTs success; the kernel is null on failure). Where the build
 // has NVRTC, the generated source is also compiled for sm_80 and sm_90, so that every graph of
-// the tests proves its CUDA code in CI, where no GPU runs it.
+// the tests proves its CUDA code in CI, where no GPU runs it. Those compiles bypass the disk
+// cache: every run compiles anew (a cache filled by an earlier run would prove nothing) and the
+// tests leave nothing in the user's cache directory.
 inline KernelHandle compile(kf_graph_t* g, int32_t max_items = 1) {
   kf_compile_options_t options = KF_COMPILE_OPTIONS_INIT;
   options.max_items = max_items;
@@ -74,9 +76,11 @@ inline KernelHandle compile(kf_graph_t* g, int32_t max_items = 1) {
   EXPECT_EQ(r, KF_SUCCESS) << "kf_graph_compile: " << kf_result_string(r) << ": "
                            << kf_get_last_error_message();
 #if defined(KF_TEST_NVRTC)
+  kf_compile_options_t nvrtc_options = options;
+  nvrtc_options.flags |= KF_COMPILE_NO_DISK_CACHE;
   for (int32_t sm : {80, 90}) {
     size_t cubin_bytes = 0;
-    const kf_result_t a = kf_graph_compile_for_arch(g, &options, sm, &cubin_bytes, nullptr);
+    const kf_result_t a = kf_graph_compile_for_arch(g, &nvrtc_options, sm, &cubin_bytes, nullptr);
     EXPECT_EQ(a, KF_SUCCESS) << "kf_graph_compile_for_arch(sm_" << sm
                              << "): " << kf_result_string(a) << ": " << kf_get_last_error_message();
     EXPECT_GT(cubin_bytes, 0u) << "sm_" << sm;
