@@ -5,7 +5,9 @@
 #      a GPU) and the whole CTest suite
 #   b. a CPU-only AddressSanitizer + UndefinedBehaviorSanitizer build in build/asan, running the
 #      tests labelled cpu
-#   c. clang-format over the project's C/C++/CUDA sources, when .clang-format exists
+#   c. a CPU-only ThreadSanitizer build in build/tsan of the library and the tests that use it
+#      from many threads (runtime, fusion graph/cache/concurrent launches), run under TSan
+#   d. clang-format over the project's C/C++/CUDA sources, when .clang-format exists
 # Every step runs even when an earlier one failed; the exit status is non-zero if any failed.
 # Environment: JOBS (default: nproc); KF_FORMAT=strict|report: strict fails the run on
 # formatting differences (the default), report only lists them.
@@ -96,6 +98,23 @@ asan_ctest() {
       ctest -L cpu -j "$JOBS" --output-on-failure --timeout 900) 2>&1 | tee build/asan/ctest.log
 }
 
+# The binaries whose tests share contexts, caches, kernels and thread pools across threads.
+TSAN_TARGETS=(runtime_test_cpu graph_test cache_test_cpu random_graph_test_cpu)
+TSAN_TESTS='^(runtime_test_cpu|graph_test|cache_test_cpu)\.|^random_graph_test_cpu\..*Concurrent'
+
+tsan_build() {
+  cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKF_ENABLE_CUDA=OFF \
+    -DKF_SANITIZE_THREAD=ON -DKF_BUILD_DOCS=OFF -DKF_BUILD_EXAMPLES=OFF -DKF_BUILD_BENCH=OFF &&
+    cmake --build build/tsan -j "$JOBS" --target "${TSAN_TARGETS[@]}"
+}
+
+tsan_ctest() {
+  (cd build/tsan &&
+    TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+      ctest -R "$TSAN_TESTS" -j "$JOBS" --output-on-failure --timeout 900) 2>&1 |
+    tee build/tsan/ctest.log
+}
+
 format_check() {
   if [[ ! -f .clang-format ]]; then
     echo "no .clang-format: skipped"
@@ -125,7 +144,7 @@ summary_lines() {  # the ctest summary of a log (with the lists of failed tests)
 }
 
 mkdir -p build
-rm -f build/ci/ctest.log build/asan/ctest.log  # a summary never quotes an earlier run
+rm -f build/ci/ctest.log build/asan/ctest.log build/tsan/ctest.log  # never quote an earlier run
 step "0. tools" install_missing_tools
 step "a. main build" main_build
 if [[ $LAST_RC == 0 ]]; then step "a. main ctest" main_ctest; else skip "a. main ctest" "the build failed"; fi
@@ -135,7 +154,13 @@ if [[ $LAST_RC == 0 ]]; then
 else
   skip "b. asan+ubsan ctest -L cpu" "the build failed"
 fi
-step "c. clang-format" format_check
+step "c. tsan build (cpu, threaded tests)" tsan_build
+if [[ $LAST_RC == 0 ]]; then
+  step "c. tsan ctest (threaded tests)" tsan_ctest
+else
+  skip "c. tsan ctest (threaded tests)" "the build failed"
+fi
+step "d. clang-format" format_check
 
 section "summary"
 printf '%s\n' "${STEPS[@]}"
@@ -143,6 +168,8 @@ echo "main build, ctest:"
 summary_lines build/ci/ctest.log
 echo "asan build, ctest -L cpu:"
 summary_lines build/asan/ctest.log
+echo "tsan build, threaded tests:"
+summary_lines build/tsan/ctest.log
 command -v ccache >/dev/null && ccache -s 2>/dev/null | grep -iE 'hits|misses' | head -n 3 || true
 echo "total ${SECONDS}s"
 exit $FAILED

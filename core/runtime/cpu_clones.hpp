@@ -3,7 +3,10 @@
 
 // The vectorised loops are built for AVX-512 and AVX2 (+FMA) besides baseline x86-64, and the
 // loader picks the best the CPU has (GCC function multiversioning), so the library stays portable.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+// Not under ThreadSanitizer: its runtime is not yet set up when the loader resolves the clones'
+// ifunc relocations, and the library would crash while loading.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
+    !defined(__SANITIZE_THREAD__)
 #define KF_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define KF_CPU_CLONES
