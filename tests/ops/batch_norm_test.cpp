@@ -86,22 +86,12 @@ std::string describe(const Case& c) {
          (c.center != 0.0 ? " center " + std::to_string(c.center) : "");
 }
 
-class BatchNormTest : public ::testing::TestWithParam<kf_dtype_t> {
+class BatchNormTest : public row_test::DeviceFixture<::testing::TestWithParam<kf_dtype_t>> {
  protected:
-  std::unique_ptr<kf_test::Context> context_;
-  void SetUp() override {
-    KF_REQUIRE_DEVICE();
-    context_ = std::make_unique<kf_test::Context>();
-    ASSERT_NE(ctx(), nullptr);
-  }
-  kf_context_t* ctx() const { return context_->ctx; }
   kf_dtype_t dtype() const { return GetParam(); }
   kf_dtype_t stats() const { return stats_dtype(dtype()); }
   uint64_t seed(uint64_t salt) const {
     return base_seed() * 1000003u + static_cast<uint64_t>(dtype()) * 10007u + salt;
-  }
-  Tensor tensor(const Shape& shape, kf_dtype_t dtype) {
-    return kf_test::make_tensor(ctx(), dtype, shape);
   }
   // Output tolerance: one rounding of the result to the dtype plus f32 arithmetic. A mean of 1e4
   // over a spread of 1 amplifies f32 rounding of the statistics 1e4-fold relative to the mean, not

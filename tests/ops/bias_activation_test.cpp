@@ -49,15 +49,8 @@ std::vector<double> reference(kf_activation_t act, const std::vector<double>& x,
 
 using Param = std::tuple<kf_dtype_t, kf_activation_t>;
 
-class BiasActivationNumeric : public ::testing::TestWithParam<Param> {
+class BiasActivationNumeric : public row_test::DeviceFixture<::testing::TestWithParam<Param>> {
  protected:
-  std::unique_ptr<kf_test::Context> context_;
-  void SetUp() override {
-    KF_REQUIRE_DEVICE();
-    context_ = std::make_unique<kf_test::Context>();
-    ASSERT_NE(ctx(), nullptr);
-  }
-  kf_context_t* ctx() const { return context_->ctx; }
   kf_dtype_t dtype() const { return std::get<0>(GetParam()); }
   kf_activation_t act() const { return std::get<1>(GetParam()); }
   uint64_t seed(uint64_t salt) const {
@@ -199,18 +192,8 @@ TEST(BiasActivationLarge, SeedShape) {
 
 // ---- every error path; a failing call leaves out untouched -----------------------------------
 
-class BiasActivation : public ::testing::Test {
+class BiasActivation : public row_test::DeviceTest {
  protected:
-  std::unique_ptr<kf_test::Context> context_;
-  void SetUp() override {
-    KF_REQUIRE_DEVICE();
-    context_ = std::make_unique<kf_test::Context>();
-    ASSERT_NE(ctx(), nullptr);
-  }
-  kf_context_t* ctx() const { return context_->ctx; }
-  Tensor tensor(const Shape& shape, kf_dtype_t dtype = KF_DTYPE_FLOAT32) {
-    return kf_test::make_tensor(ctx(), dtype, shape);
-  }
   // Runs the call, which must fail with code; out (when given) must still be poisoned.
   std::string expect_error(kf_result_t code, kf_context_t* c, const kf_tensor_t* x,
                            const kf_tensor_t* bias, kf_tensor_t* out, kf_activation_t act,

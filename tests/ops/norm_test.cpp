@@ -70,21 +70,11 @@ kf_dtype_t stats_dtype(kf_dtype_t dtype) {
 // are f32 (f64), so they are checked at f32's tolerance whatever x's dtype.
 double tolerance(kf_dtype_t dtype) { return kf_test::tolerance(dtype); }
 
-class NormTest : public ::testing::TestWithParam<kf_dtype_t> {
+class NormTest : public row_test::DeviceFixture<::testing::TestWithParam<kf_dtype_t>> {
  protected:
-  std::unique_ptr<kf_test::Context> context_;
-  void SetUp() override {
-    KF_REQUIRE_DEVICE();
-    context_ = std::make_unique<kf_test::Context>();
-    ASSERT_NE(ctx(), nullptr);
-  }
-  kf_context_t* ctx() const { return context_->ctx; }
   kf_dtype_t dtype() const { return GetParam(); }
   uint64_t seed(uint64_t salt) const {
     return base_seed() * 1000003u + static_cast<uint64_t>(dtype()) * 10007u + salt;
-  }
-  Tensor tensor(const Shape& shape, kf_dtype_t dtype) {
-    return kf_test::make_tensor(ctx(), dtype, shape);
   }
   std::string label(const std::string& what, uint64_t s) const {
     return std::string(dtype_name(dtype())) + " " + what + " (seed " + std::to_string(s) + ")";

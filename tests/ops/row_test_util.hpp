@@ -44,7 +44,9 @@ inline std::string dtype_param_name(const ::testing::TestParamInfo<kf_dtype_t>& 
 }
 
 // A context on the device under test (the test is skipped without one), and tensors in it.
-class DeviceTest : public ::testing::Test {
+// Base is ::testing::Test or a ::testing::TestWithParam<...> for parameterised fixtures.
+template <class Base = ::testing::Test>
+class DeviceFixture : public Base {
  protected:
   std::unique_ptr<kf_test::Context> context_;
   void SetUp() override {
@@ -57,6 +59,7 @@ class DeviceTest : public ::testing::Test {
     return kf_test::make_tensor(ctx(), dtype, shape);
   }
 };
+using DeviceTest = DeviceFixture<>;
 
 inline std::string shape_str(const Shape& shape) {
   std::string s = "[";

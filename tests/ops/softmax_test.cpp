@@ -53,15 +53,8 @@ std::vector<double> softmax_ref(const std::vector<double>& x, const Shape& shape
   return out;
 }
 
-class SoftmaxTest : public ::testing::TestWithParam<kf_dtype_t> {
+class SoftmaxTest : public row_test::DeviceFixture<::testing::TestWithParam<kf_dtype_t>> {
  protected:
-  std::unique_ptr<kf_test::Context> context_;
-  void SetUp() override {
-    KF_REQUIRE_DEVICE();
-    context_ = std::make_unique<kf_test::Context>();
-    ASSERT_NE(ctx(), nullptr);
-  }
-  kf_context_t* ctx() const { return context_->ctx; }
   kf_dtype_t dtype() const { return GetParam(); }
   uint64_t seed(uint64_t salt) const {
     return base_seed() * 1000003u + static_cast<uint64_t>(dtype()) * 10007u + salt;
