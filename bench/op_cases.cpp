@@ -30,6 +30,11 @@ struct State {
   }
 };
 
+bool selected(const Options& options, const std::string& op) {
+  return options.filter.empty() ||
+         std::find(options.filter.begin(), options.filter.end(), op) != options.filter.end();
+}
+
 std::vector<unsigned char> download(kf_tensor_t* t, size_t bytes, kf_stream_t* stream) {
   std::vector<unsigned char> packed(bytes);
   check(kf_tensor_copy_to_host(t, packed.data(), packed.size(), stream), "kf_tensor_copy_to_host");
@@ -102,7 +107,8 @@ std::vector<OpResult> OpCaseRunner::run_all(const std::function<void(const OpRes
     add_row_ops(dtype, &cases);
     add_batch_norm(dtype, &cases);
     add_reductions(dtype, &cases);
-    for (Case& c : cases) run_case(&c, on_result, &results);
+    for (Case& c : cases)
+      if (selected(options_, c.r.op)) run_case(&c, on_result, &results);
   }
   return results;
 }

@@ -38,6 +38,7 @@ in the same run. Uses the first CUDA device when there is one, else the CPU back
                     engine (issue 4): elementwise chains of 1..16 ops, 50 crops in one launch vs
                     crop by crop, 1000 crops resized and normalised in one launch, NVRTC compile
                     and cache times, each against its target; all: every suite
+  --filter LIST     ops suite: only the cases of these ops (e.g. softmax,rms_norm)
   --json FILE       also write every result as JSON (op cases under "op_rows", fusion rows
                     under "fusion_rows")
   -h, --help        this text
@@ -137,6 +138,9 @@ int parse_options(int argc, char** argv, Options* options) {
           (text != "elementwise" && text != "ops" && text != "fusion" && text != "all"))
         return usage_error("--suite takes elementwise, ops, fusion or all");
       options->suite = text;
+    } else if (arg == "--filter") {
+      if (!value(&text) || text.empty()) return usage_error("--filter needs a list of op names");
+      options->filter = split_list(text);
     } else if (arg == "--json") {
       if (!value(&text)) return usage_error("--json needs a file name");
       options->json_path = text;
