@@ -40,15 +40,23 @@ __device__ __forceinline__ T lanes_reduce(T v, Op op, int lanes) {
 }
 
 // Combines v over the block (a multiple of 32 threads). `scratch` holds 32 values; ends with a
-// barrier, so scratch may be reused at once; every thread of the block must call it.
+// barrier, so scratch may be reused at once; every thread of the block must call it. With a
+// power-of-two number of warps, each warp combines the partials with a butterfly of shuffles
+// (lane l starts from partial l mod warps, so every aligned run of `warps` lanes holds each
+// partial once and no identity element is needed); a butterfly gives every lane the same bits,
+// since each step adds the same two values. Other block sizes fold the partials one by one.
 template <class T, class Op>
 __device__ __forceinline__ T block_reduce(T v, Op op, T* scratch) {
   v = lanes_reduce(v, op, 32);
   const int warp = threadIdx.x / 32, warps = blockDim.x / 32;
   if (threadIdx.x % 32 == 0) scratch[warp] = v;
   __syncthreads();
-  v = scratch[0];
-  for (int i = 1; i < warps; ++i) v = op(v, scratch[i]);
+  if ((warps & (warps - 1)) == 0) {
+    v = lanes_reduce(scratch[(threadIdx.x % 32) & (warps - 1)], op, warps);
+  } else {
+    v = scratch[0];
+    for (int i = 1; i < warps; ++i) v = op(v, scratch[i]);
+  }
   __syncthreads();
   return v;
 }
