@@ -104,13 +104,57 @@ __global__ void __launch_bounds__(Policy::threads)
   }
 }
 
+// The activation as a functor for the output loops: none and ReLU get their own copy of the loop
+// (a select at most), the transcendental ones share one copy that dispatches at run time (a
+// uniform branch, small beside their own cost). 16-bit outputs use math::HalfStorage's fast
+// primitives, as the elementwise kernels do.
+struct AnyActivation {
+  math::Activation act;
+  template <class T, class P>
+  __device__ __forceinline__ T operator()(T x, P primitives) const {
+    return math::apply_activation(act, x, primitives);
+  }
+};
+
+template <class Fn>
+__device__ __forceinline__ void with_activation(math::Activation act, Fn&& fn) {
+  if (act == math::Activation::none) {
+    fn(math::Identity{});
+  } else if (act == math::Activation::relu) {
+    fn(math::Relu{});
+  } else {
+    fn(AnyActivation{act});
+  }
+}
+
+// A pair of sums reduced together (one shuffle tree, one block barrier pair).
+template <class T>
+struct Sums {
+  T d, d2;
+};
+template <class T>
+__device__ __forceinline__ Sums<T> shuffle_xor(Sums<T> v, int offset) {
+  return {rows::shuffle_xor(v.d, offset), rows::shuffle_xor(v.d2, offset)};
+}
+struct AddSums {
+  template <class T>
+  __device__ __forceinline__ Sums<T> operator()(Sums<T> a, Sums<T> b) const {
+    return {a.d + b.d, a.d2 + b.d2};
+  }
+};
+
 // Register-cached rows (see the top of the file). The layer norm shift is the row mean, taken
 // from the cached row first, so sum_d and sum_d2 are of exact small differences, as on the CPU.
+// Written for few instructions per element (a 16-bit row has about 25 issue slots per element at
+// H200 bandwidth): padding loads as 0, both sums of differences in one reduction, the activation
+// chosen outside the output loop.
 template <class P, class S>
 __global__ void __launch_bounds__(P::threads) cached_kernel(const __grid_constant__ Plan p) {
   using T = math::compute_t<S>;
   using Traits = math::StorageTraits<S>;
+  using Prim = typename math::PrimitivesFor<S>::type;
   __shared__ T scratch[32];
+  __shared__ Sums<T> pair_scratch[32];
   const rows::Walk& w = p.walk;
   const int64_t n = w.row_length;
   const T count = static_cast<T>(n), eps = static_cast<T>(p.eps);
@@ -136,31 +180,30 @@ __global__ void __launch_bounds__(P::threads) cached_kernel(const __grid_constan
             static_cast<S*>(p.residual_out.data) + rows::row_offset(w, p.residual_out, r), length,
             lane, h);
     }
-    T shift = 0, center = 0, rstd;
+    T shift = 0, scaled_center = 0, rstd;  // y = (h - shift) * rstd - scaled_center
     if (p.kind == Kind::layer) {
       T sum = 0;
 #pragma unroll
       for (int i = 0; i < P::items; ++i) sum += h[i];  // padding is 0
       shift = rows::group_reduce(sum, rows::Plus{}, P::group, scratch) / count;
-      T sum_d = 0, sum_d2 = 0;
+      Sums<T> sums{0, 0};
 #pragma unroll
       for (int k = 0; k < P::chunks; ++k) {
         const bool inside = rows::tile_col<P>(lane, k) < length;
 #pragma unroll
         for (int e = 0; e < P::vec; ++e) {
           const T d = inside ? h[k * P::vec + e] - shift : T(0);
-          sum_d += d;
-          sum_d2 += d * d;
+          sums.d += d;
+          sums.d2 += d * d;
         }
       }
-      sum_d = rows::group_reduce(sum_d, rows::Plus{}, P::group, scratch);
-      sum_d2 = rows::group_reduce(sum_d2, rows::Plus{}, P::group, scratch);
-      const auto s = math::stats::layer_norm_stats<T>(sum_d, sum_d2, count, eps);
-      center = s.center;
+      sums = rows::group_reduce(sums, AddSums{}, P::group, pair_scratch);
+      const auto s = math::stats::layer_norm_stats<T>(sums.d, sums.d2, count, eps);
       rstd = s.rstd;
+      scaled_center = s.center * rstd;  // small: x - shift is the exact difference
       if (lane == 0 && length > 0) {
         if (p.mean.data)
-          static_cast<T*>(p.mean.data)[rows::row_offset(w, p.mean, r)] = shift + center;
+          static_cast<T*>(p.mean.data)[rows::row_offset(w, p.mean, r)] = shift + s.center;
         if (p.rstd.data) static_cast<T*>(p.rstd.data)[rows::row_offset(w, p.rstd, r)] = rstd;
       }
     } else {
@@ -174,22 +217,24 @@ __global__ void __launch_bounds__(P::threads) cached_kernel(const __grid_constan
     S* out = static_cast<S*>(p.out.data) + rows::row_offset(w, p.out, r);
     const S* weight = static_cast<const S*>(p.weight.data);
     const S* bias = static_cast<const S*>(p.bias.data);
+    with_activation(p.act, [&](auto act) {
 #pragma unroll
-    for (int k = 0; k < P::chunks; ++k) {
-      const int64_t c = rows::tile_col<P>(lane, k);
-      if (c >= length) continue;
-      rows::Pack<S, P::vec> wk, bk, yk;
-      if (weight) wk = *reinterpret_cast<const rows::Pack<S, P::vec>*>(weight + c);
-      if (bias) bk = *reinterpret_cast<const rows::Pack<S, P::vec>*>(bias + c);
+      for (int k = 0; k < P::chunks; ++k) {
+        const int64_t c = rows::tile_col<P>(lane, k);
+        if (c >= length) continue;
+        rows::Pack<S, P::vec> wk, bk, yk;
+        if (weight) wk = *reinterpret_cast<const rows::Pack<S, P::vec>*>(weight + c);
+        if (bias) bk = *reinterpret_cast<const rows::Pack<S, P::vec>*>(bias + c);
 #pragma unroll
-      for (int e = 0; e < P::vec; ++e) {
-        T y = (h[k * P::vec + e] - shift - center) * rstd;
-        if (weight) y *= Traits::to_compute(wk.v[e]);
-        if (bias) y += Traits::to_compute(bk.v[e]);
-        yk.v[e] = Traits::from_compute(math::apply_activation(p.act, y));
+        for (int e = 0; e < P::vec; ++e) {
+          T y = (h[k * P::vec + e] - shift) * rstd - scaled_center;
+          if (weight) y *= Traits::to_compute(wk.v[e]);
+          if (bias) y += Traits::to_compute(bk.v[e]);
+          yk.v[e] = Traits::from_compute(act(y, Prim{}));
+        }
+        *reinterpret_cast<rows::Pack<S, P::vec>*>(out + c) = yk;
       }
-      *reinterpret_cast<rows::Pack<S, P::vec>*>(out + c) = yk;
-    }
+    });
   }
 }
 
@@ -205,8 +250,11 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads)
   constexpr int V = 16 / sizeof(S);
   using Vec = rows::Pack<S, V>;
   extern __shared__ __align__(16) unsigned char staged_bytes[];
+  using Prim = typename math::PrimitivesFor<S>::type;
   __shared__ T scratch[32];
-  __shared__ T exchange[3];  // cluster slots: mean, sum of d, sum of d^2
+  __shared__ Sums<T> pair_scratch[32];
+  __shared__ T exchange[1];             // cluster slot: sum (layer) or sum of squares (RMS)
+  __shared__ Sums<T> pair_exchange[1];  // cluster slot: sums of d and d^2
   const rows::Walk& w = p.walk;
   const int64_t n = w.row_length;
   const T count = static_cast<T>(n), eps = static_cast<T>(p.eps);
@@ -285,19 +333,19 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads)
       T shift = 0, center = 0, rstd;
       if (p.kind == Kind::layer) {
         shift = reduce(sum, &exchange[0]) / count;
-        T sum_d = 0, sum_d2 = 0;
+        Sums<T> sums{0, 0};
         for (int64_t c = int64_t{lane} * V; c < length; c += int64_t{g.group} * V) {
           const Vec hv = *reinterpret_cast<const Vec*>(h_row + c);
 #pragma unroll
           for (int e = 0; e < V; ++e) {
             const T d = Traits::to_compute(hv.v[e]) - shift;
-            sum_d += d;
-            sum_d2 += d * d;
+            sums.d += d;
+            sums.d2 += d * d;
           }
         }
-        sum_d = reduce(sum_d, &exchange[1]);
-        sum_d2 = reduce(sum_d2, &exchange[2]);
-        const auto s = math::stats::layer_norm_stats<T>(sum_d, sum_d2, count, eps);
+        sums = rows::group_reduce(sums, AddSums{}, g.group, pair_scratch);
+        if constexpr (kClustered) sums = rows::cluster_reduce(sums, AddSums{}, &pair_exchange[0]);
+        const auto s = math::stats::layer_norm_stats<T>(sums.d, sums.d2, count, eps);
         center = s.center;
         rstd = s.rstd;
         if (lane == 0 && rank == 0 && length > 0) {
@@ -309,20 +357,23 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads)
         rstd = math::stats::rms_rstd<T>(reduce(sum, &exchange[0]), count, eps);
       }
       S* out = static_cast<S*>(p.out.data) + rows::row_offset(w, p.out, row) + first_col;
-      for (int64_t c = int64_t{lane} * V; c < length; c += int64_t{g.group} * V) {
-        const Vec hv = *reinterpret_cast<const Vec*>(h_row + c);
-        Vec wv, bv, yv;
-        if (weight) wv = *reinterpret_cast<const Vec*>(weight + c);
-        if (bias) bv = *reinterpret_cast<const Vec*>(bias + c);
+      const T scaled_center = center * rstd;  // y = (h - shift) * rstd - scaled_center
+      with_activation(p.act, [&](auto act) {
+        for (int64_t c = int64_t{lane} * V; c < length; c += int64_t{g.group} * V) {
+          const Vec hv = *reinterpret_cast<const Vec*>(h_row + c);
+          Vec wv, bv, yv;
+          if (weight) wv = *reinterpret_cast<const Vec*>(weight + c);
+          if (bias) bv = *reinterpret_cast<const Vec*>(bias + c);
 #pragma unroll
-        for (int e = 0; e < V; ++e) {
-          T y = (Traits::to_compute(hv.v[e]) - shift - center) * rstd;
-          if (weight) y *= Traits::to_compute(wv.v[e]);
-          if (bias) y += Traits::to_compute(bv.v[e]);
-          yv.v[e] = Traits::from_compute(math::apply_activation(p.act, y));
+          for (int e = 0; e < V; ++e) {
+            T y = (Traits::to_compute(hv.v[e]) - shift) * rstd - scaled_center;
+            if (weight) y *= Traits::to_compute(wv.v[e]);
+            if (bias) y += Traits::to_compute(bv.v[e]);
+            yv.v[e] = Traits::from_compute(act(y, Prim{}));
+          }
+          *reinterpret_cast<Vec*>(out + c) = yv;
         }
-        *reinterpret_cast<Vec*>(out + c) = yv;
-      }
+      });
     }
   };
   rows::for_each_tile(g, tiles, stage, compute);

@@ -92,26 +92,27 @@ inline unsigned tile_grid(int64_t rows, int rows_per_block) {
 
 // Picks the cached policy for rows of n elements loaded `V` at a time and calls fn(Policy{});
 // returns false when the row is too long to cache (the caller streams it instead). Up to 1024
-// elements a row takes part of a warp (several rows per 256-thread block); longer rows take a
-// block of 256 or 512 threads holding 8..32 elements each (32 only for 4-byte compute types: 64
-// floats, or 32 doubles, spill out of the 128 registers a 512-thread block leaves a thread).
+// elements a row takes the fewest lanes (1..32) that hold it with 16 elements per thread, several
+// rows per 256-thread block: the per-row work (shuffle trees, the statistics' divisions) is then
+// spread over 16 elements, and each thread has 64 bytes of loads in flight (f32). Longer rows
+// take a block of 256 or 512 threads holding 8..32 elements each (32 only for 4-byte compute
+// types: 64 floats, or 32 doubles, spill out of the 128 registers a 512-thread block leaves a
+// thread). Measured on an H200 (2026-11-26, kf-bench, same run): a warp per row of 2048 f32
+// (64 elements per thread) was 2 % faster for softmax and 2-3 % slower for the norms, so the
+// block path stays.
 template <class S, int V, class Fn>
 bool with_tile_policy(int64_t n, Fn&& fn) {
-  constexpr int kRowBlock = 256;  // block size of the warp-per-row regime
-  if (n <= 4 * V) return fn(TilePolicy<4, 1, V, kRowBlock>{}), true;
-  if (n <= 8 * V) return fn(TilePolicy<8, 1, V, kRowBlock>{}), true;
-  if (n <= 16 * V) return fn(TilePolicy<16, 1, V, kRowBlock>{}), true;
-  if (n <= 32 * V) return fn(TilePolicy<32, 1, V, kRowBlock>{}), true;
-  if (n <= 64 * V) return fn(TilePolicy<32, 2, V, kRowBlock>{}), true;
-  if constexpr (V <= 8)
-    if (n <= 128 * V) return fn(TilePolicy<32, 4, V, kRowBlock>{}), true;
-  if constexpr (V <= 4)
-    if (n <= 256 * V) return fn(TilePolicy<32, 8, V, kRowBlock>{}), true;
-  if constexpr (V <= 2)
-    if (n <= 512 * V) return fn(TilePolicy<32, 16, V, kRowBlock>{}), true;
-  if constexpr (V <= 1)
-    if (n <= 1024) return fn(TilePolicy<32, 32, V, kRowBlock>{}), true;
-  if (n <= 256 * 8) return fn(TilePolicy<256, 8 / V, V, 256>{}), true;
+  constexpr int kRowBlock = 256;   // block size of the lanes-per-row regime
+  constexpr int kChunks = 16 / V;  // 16 elements per thread
+  constexpr int kPerLane = 16;
+  if (n <= kPerLane) return fn(TilePolicy<1, kChunks, V, kRowBlock>{}), true;
+  if (n <= 2 * kPerLane) return fn(TilePolicy<2, kChunks, V, kRowBlock>{}), true;
+  if (n <= 4 * kPerLane) return fn(TilePolicy<4, kChunks, V, kRowBlock>{}), true;
+  if (n <= 8 * kPerLane) return fn(TilePolicy<8, kChunks, V, kRowBlock>{}), true;
+  if (n <= 16 * kPerLane) return fn(TilePolicy<16, kChunks, V, kRowBlock>{}), true;
+  if (n <= 32 * kPerLane) return fn(TilePolicy<32, kChunks, V, kRowBlock>{}), true;
+  if (n <= 1024) return fn(TilePolicy<32, 2 * kChunks, V, kRowBlock>{}), true;
+  if (n <= 256 * 8) return fn(TilePolicy<256, (8 + V - 1) / V, V, 256>{}), true;
   if (n <= 256 * 16) return fn(TilePolicy<256, 16 / V, V, 256>{}), true;
   if (n <= 512 * 16) return fn(TilePolicy<512, 16 / V, V, 512>{}), true;
   if constexpr (sizeof(math::compute_t<S>) == 4)

@@ -14,6 +14,7 @@
 //    form safe (in the cached paths every load of a row precedes its stores, by the same thread).
 #include <cuda_runtime.h>
 
+#include "core/math/elementary.hpp"
 #include "core/math/numeric.hpp"
 #include "core/math/row_stats.hpp"
 #include "core/ops/rows/reduce.cuh"
@@ -87,10 +88,16 @@ __global__ void __launch_bounds__(Policy::threads)
   }
 }
 
-// Register-cached rows (see the top of the file).
+// Register-cached rows (see the top of the file). The kernel is written for few instructions per
+// element, since at H200 bandwidth a 16-bit row leaves about 25 issue slots per element: columns
+// past the row's end are loaded as -inf (no per-element bounds test), the causal mask and the
+// scale are applied only when present, exp is taken once per element and kept in registers, and
+// per-row work (the query index, the logarithm) is done only by the forms that need it. 16-bit
+// rows use the fast exponential of math::HalfStorage (a few ulp of float, below their rounding).
 template <class P, class S>
 __global__ void __launch_bounds__(P::threads) cached_kernel(const __grid_constant__ Plan p) {
   using T = math::compute_t<S>;
+  using Prim = typename math::PrimitivesFor<S>::type;
   namespace st = math::stats;
   __shared__ T scratch[32];
   const rows::Walk& w = p.walk;
@@ -104,40 +111,62 @@ __global__ void __launch_bounds__(P::threads) cached_kernel(const __grid_constan
     const int64_t r = row < w.rows ? row : 0;
     T v[P::items];
     rows::tile_load<P>(static_cast<const S*>(p.x.data) + rows::row_offset(w, p.x, r), length, lane,
-                       v, T(0));
+                       v, minus_inf);
     if (p.mask.data) {
       T add[P::items];
       rows::tile_load<P>(static_cast<const S*>(p.mask.data) + rows::row_offset(w, p.mask, r),
                          length, lane, add, T(0));
 #pragma unroll
       for (int i = 0; i < P::items; ++i) v[i] = scale * v[i] + add[i];
-    } else {
+    } else if (scale != T(1)) {
 #pragma unroll
       for (int i = 0; i < P::items; ++i) v[i] *= scale;
     }
-    const int64_t query = r % p.query_rows;
-    T max = minus_inf;
+    if (!(scale > T(0))) {  // scale * -inf is not -inf: the padding is set again
 #pragma unroll
-    for (int k = 0; k < P::chunks; ++k) {
-      const int64_t c = rows::tile_col<P>(lane, k);
+      for (int k = 0; k < P::chunks; ++k)
+        if (rows::tile_col<P>(lane, k) >= length)
 #pragma unroll
-      for (int e = 0; e < P::vec; ++e) {
-        T& x = v[k * P::vec + e];
-        if (c + e >= length || (p.causal && st::causal_hidden(query, c + e, p.diagonal)))
-          x = minus_inf;
-        max = x > max ? x : max;
+          for (int e = 0; e < P::vec; ++e) v[k * P::vec + e] = minus_inf;
+    }
+    if (p.causal) {
+      const int64_t last_seen = r % p.query_rows + p.diagonal;  // columns past it are hidden
+#pragma unroll
+      for (int k = 0; k < P::chunks; ++k) {
+        const int64_t c = rows::tile_col<P>(lane, k);
+#pragma unroll
+        for (int e = 0; e < P::vec; ++e)
+          if (c + e > last_seen) v[k * P::vec + e] = minus_inf;
       }
     }
+    T max = minus_inf;  // NaN never wins (fmax), as in math::stats
+#pragma unroll
+    for (int i = 0; i < P::items; ++i) max = fmax(max, v[i]);
     max = rows::group_reduce(max, rows::Larger{}, P::group, scratch);
     T sum = 0;
-    if (max != minus_inf) {
+    if (p.log) {
 #pragma unroll
-      for (int i = 0; i < P::items; ++i) sum += st::exp_of(v[i] - max);  // exp(-inf) = 0
+      for (int i = 0; i < P::items; ++i) sum += Prim::exp(v[i] - max);  // exp(-inf) = 0
+    } else {
+#pragma unroll
+      for (int i = 0; i < P::items; ++i) {
+        v[i] = Prim::exp(v[i] - max);
+        sum += v[i];
+      }
     }
     sum = rows::group_reduce(sum, rows::Plus{}, P::group, scratch);
-    const T inv_sum = T(1) / sum, log_sum = st::log_of(sum);
+    if (max == minus_inf) {  // a fully masked row gives 0 (log-softmax: -inf), not NaN
 #pragma unroll
-    for (int i = 0; i < P::items; ++i) v[i] = st::softmax_value(v[i], max, inv_sum, log_sum, p.log);
+      for (int i = 0; i < P::items; ++i) v[i] = p.log ? minus_inf : T(0);
+    } else if (p.log) {
+      const T offset = max + st::log_of(sum);
+#pragma unroll
+      for (int i = 0; i < P::items; ++i) v[i] -= offset;
+    } else {
+      const T inv_sum = T(1) / sum;
+#pragma unroll
+      for (int i = 0; i < P::items; ++i) v[i] *= inv_sum;
+    }
     rows::tile_store<P>(static_cast<S*>(p.out.data) + rows::row_offset(w, p.out, r), length, lane,
                         v);
   }
@@ -152,6 +181,7 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads)
     staged_kernel(const __grid_constant__ Plan p, const rows::Staging g) {
   using T = math::compute_t<S>;
   using Traits = math::StorageTraits<S>;
+  using Prim = typename math::PrimitivesFor<S>::type;
   namespace st = math::stats;
   constexpr int V = 16 / sizeof(S);
   using Vec = rows::Pack<S, V>;
@@ -220,21 +250,39 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads)
           T v[V];
           logits(c, v);
 #pragma unroll
-          for (int e = 0; e < V; ++e) sum += st::exp_of(v[e] - max);  // exp(-inf) = 0
+          for (int e = 0; e < V; ++e) sum += Prim::exp(v[e] - max);  // exp(-inf) = 0
         }
       }
       sum = rows::group_reduce(sum, rows::Plus{}, g.group, scratch);
       if constexpr (kClustered) sum = rows::cluster_reduce(sum, rows::Plus{}, &exchange[1]);
-      const T inv_sum = T(1) / sum, log_sum = st::log_of(sum);
       S* out = static_cast<S*>(p.out.data) + rows::row_offset(w, p.out, row) + first_col;
-      for (int64_t c = int64_t{lane} * V; c < length; c += int64_t{g.group} * V) {
-        T v[V];
-        logits(c, v);
+      if (max == minus_inf) {  // a fully masked row gives 0 (log-softmax: -inf), not NaN
         Vec yv;
 #pragma unroll
-        for (int e = 0; e < V; ++e)
-          yv.v[e] = Traits::from_compute(st::softmax_value(v[e], max, inv_sum, log_sum, p.log));
-        *reinterpret_cast<Vec*>(out + c) = yv;
+        for (int e = 0; e < V; ++e) yv.v[e] = Traits::from_compute(p.log ? minus_inf : T(0));
+        for (int64_t c = int64_t{lane} * V; c < length; c += int64_t{g.group} * V)
+          *reinterpret_cast<Vec*>(out + c) = yv;
+      } else if (p.log) {
+        const T offset = max + st::log_of(sum);
+        for (int64_t c = int64_t{lane} * V; c < length; c += int64_t{g.group} * V) {
+          T v[V];
+          logits(c, v);
+          Vec yv;
+#pragma unroll
+          for (int e = 0; e < V; ++e) yv.v[e] = Traits::from_compute(v[e] - offset);
+          *reinterpret_cast<Vec*>(out + c) = yv;
+        }
+      } else {
+        const T inv_sum = T(1) / sum;
+        for (int64_t c = int64_t{lane} * V; c < length; c += int64_t{g.group} * V) {
+          T v[V];
+          logits(c, v);
+          Vec yv;
+#pragma unroll
+          for (int e = 0; e < V; ++e)
+            yv.v[e] = Traits::from_compute(Prim::exp(v[e] - max) * inv_sum);
+          *reinterpret_cast<Vec*>(out + c) = yv;
+        }
       }
     }
   };
