@@ -44,30 +44,62 @@ KF_HOST_DEVICE PhiloxWords philox_round(PhiloxWords c, unsigned int k0, unsigned
   return r;
 }
 
-// Ten rounds; the key is bumped between rounds.
-KF_HOST_DEVICE PhiloxWords philox4x32_10(PhiloxWords counter, unsigned int k0, unsigned int k1) {
+// The ten round keys of a seed: the key is bumped between rounds. A kernel that takes the
+// schedule as a parameter reads each key straight from constant memory, instead of adding the
+// increments again for every block it draws.
+struct PhiloxKeys {
+  unsigned int k0[10], k1[10];
+};
+
+KF_HOST_DEVICE PhiloxKeys philox_keys(unsigned int k0, unsigned int k1) {
+  PhiloxKeys keys;
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #pragma unroll
 #endif
-  for (int round = 0; round < 9; ++round) {
-    counter = philox_round(counter, k0, k1);
+  for (int round = 0; round < 10; ++round) {
+    keys.k0[round] = k0;
+    keys.k1[round] = k1;
     k0 += kPhiloxW0;
     k1 += kPhiloxW1;
   }
-  return philox_round(counter, k0, k1);
+  return keys;
 }
 
-// Block `block` of subsequence `subsequence` under `seed`: counter = (block low, block high,
-// subsequence low, subsequence high), key = (seed low, seed high), as curand lays them out.
-KF_HOST_DEVICE PhiloxWords philox_block(unsigned long long seed, unsigned long long subsequence,
+// The key schedule of `seed` laid out as curand_init lays it out (seed low word first).
+KF_HOST_DEVICE PhiloxKeys philox_seed_keys(unsigned long long seed) {
+  return philox_keys(static_cast<unsigned int>(seed), static_cast<unsigned int>(seed >> 32));
+}
+
+// Ten rounds under a key schedule.
+KF_HOST_DEVICE PhiloxWords philox4x32_10(PhiloxWords counter, const PhiloxKeys& keys) {
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#pragma unroll
+#endif
+  for (int round = 0; round < 10; ++round)
+    counter = philox_round(counter, keys.k0[round], keys.k1[round]);
+  return counter;
+}
+
+KF_HOST_DEVICE PhiloxWords philox4x32_10(PhiloxWords counter, unsigned int k0, unsigned int k1) {
+  return philox4x32_10(counter, philox_keys(k0, k1));
+}
+
+// Block `block` of subsequence `subsequence` under the key schedule of a seed: counter = (block
+// low, block high, subsequence low, subsequence high), as curand lays them out.
+KF_HOST_DEVICE PhiloxWords philox_block(const PhiloxKeys& keys, unsigned long long subsequence,
                                         unsigned long long block) {
   PhiloxWords counter;
   counter.v[0] = static_cast<unsigned int>(block);
   counter.v[1] = static_cast<unsigned int>(block >> 32);
   counter.v[2] = static_cast<unsigned int>(subsequence);
   counter.v[3] = static_cast<unsigned int>(subsequence >> 32);
-  return philox4x32_10(counter, static_cast<unsigned int>(seed),
-                       static_cast<unsigned int>(seed >> 32));
+  return philox4x32_10(counter, keys);
+}
+
+// Block `block` of subsequence `subsequence` under `seed` (key = seed low, seed high).
+KF_HOST_DEVICE PhiloxWords philox_block(unsigned long long seed, unsigned long long subsequence,
+                                        unsigned long long block) {
+  return philox_block(philox_seed_keys(seed), subsequence, block);
 }
 
 // The 24-bit uniform of a random word, u = (x >> 8) * 2^-24 in [0, 1), as the integer (x >> 8):

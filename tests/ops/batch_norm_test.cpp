@@ -201,6 +201,45 @@ TEST_P(BatchNormTest, Training) {
   check(big, salt += 11);
 }
 
+// Dense tensors whose channel runs fill whole 16-byte vectors (the CUDA backend's vector
+// inference kernel, and training staged in shared memory: one block per channel, or a cluster
+// of blocks for the larger channels), NCHW and NHWC, every activation family member once.
+TEST_P(BatchNormTest, VectorLayouts) {
+  uint64_t salt = 700;
+  const Shape nchw[] = {{3, 6, 8, 8}, {2, 5, 16, 40}, {1, 4, 16, 16}, {16, 3, 64, 64}};
+  const kf_activation_t acts[] = {KF_ACTIVATION_NONE, KF_ACTIVATION_RELU, KF_ACTIVATION_GELU,
+                                  KF_ACTIVATION_SILU};
+  int i = 0;
+  for (const Shape& shape : nchw)
+    for (bool training : {false, true}) {
+      Case c;
+      c.shape = shape;
+      c.training = training;
+      c.act = acts[i++ % 4];
+      check(c, salt += 11);
+    }
+  for (bool training : {false, true}) {
+    Case c;
+    c.shape = {2, 4, 4, 16};
+    c.layout = KF_LAYOUT_NHWC;
+    c.training = training;
+    c.act = KF_ACTIVATION_RELU;
+    check(c, salt += 11);
+    c.shape = {3, 32, 8, 8};  // NCHW in place, untracked statistics
+    c.layout = KF_LAYOUT_NCHW;
+    c.running = !training;
+    check(c, salt += 11, true);
+  }
+  // A channel of 64K elements around 1e4 (shifted sums across a cluster's blocks).
+  if (dtype() == KF_DTYPE_FLOAT32 || dtype() == KF_DTYPE_FLOAT64) {
+    Case c;
+    c.shape = {16, 2, 64, 64};
+    c.training = true;
+    c.center = 1e4;
+    check(c, salt += 11);
+  }
+}
+
 TEST_P(BatchNormTest, UntrackedRunningStatistics) {
   Case c;
   c.shape = {3, 4, 17};

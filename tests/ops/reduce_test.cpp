@@ -283,6 +283,14 @@ TEST_P(ReduceTest, LargeReductions) {
   Tensor y = random(tall, 777, &yv, -1.0, 3.0);
   check(y, tall, yv, {0}, KF_REDUCE_SUM, 1, "tall");
   check(y, tall, yv, {0}, KF_REDUCE_MEAN, 0, "tall");
+  // A few narrow column tiles over many rows: on sm_90 each tile's rows are split over a cluster
+  // of blocks, each over a part of the rows that is not a whole number of loop steps.
+  for (const Shape& split : {Shape{5000, 96}, Shape{6001, 96}}) {
+    std::vector<double> zv;
+    Tensor z = random(split, 4343, &zv, -1.0, 3.0);
+    for (kf_reduce_op_t op : {KF_REDUCE_SUM, KF_REDUCE_MEAN_ABS, KF_REDUCE_MAX})
+      check(z, split, zv, {0}, op, 0, "split rows");
+  }
 }
 
 // The same call twice gives the same bits.

@@ -1,36 +1,30 @@
-// CUDA backend of the batch norm family.
+// CUDA backend of the batch norm family: inference here, training in cuda_training.cu.
 //
-// Inference is one element-wise kernel: each element finds its channel from its logical index
-// and applies y = (x - running_mean) * weight / sqrt(running_var + eps) + bias (the per-channel
-// values stay in L1); dense tensors whose x and out agree on 16-byte alignment move 16-byte
-// vectors, with the few unaligned head and tail elements done one by one.
-//
-// Training needs per-channel reductions over N * spatial before any element can be written, and
-// the op may not allocate scratch. Channels-first data runs a block per channel, or on sm_90 a
-// cluster of up to 8 blocks per channel when channels are too few to fill the GPU: each block
-// reduces shifted sums (shift = the channel's first element, so the variance keeps its precision
-// for large means) over its part with 16-byte loads where the layout allows, the parts meet
-// through distributed shared memory, the first block updates the running statistics, and each
-// block normalises its part (a second read of x, partly from L2). Channels-last data with at
-// least 32 channels runs one block per 32 adjacent channels (a warp reads 32 consecutive channels
-// of one position, so loads coalesce). Perf limit: x is read twice.
+// Inference is element-wise: y = act((x - running_mean) * weight / sqrt(running_var + eps) + bias).
+// Dense tensors whose channel runs fill whole 16-byte vectors (NCHW-like with H * W a multiple
+// of the vector width, or NHWC-like with C one) run the vector kernel: each block fills a table
+// of every channel's coefficients in shared memory while its first vectors load, then takes an
+// equal contiguous share of the vectors, four in flight per thread, with the activation a
+// template argument. Anything else runs the general kernel: each element finds its channel from
+// its logical index (the per-channel values stay in L1); dense tensors whose x and out agree on
+// 16-byte alignment move 16-byte vectors, with the few unaligned head and tail elements done
+// one by one.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 
-#include "core/math/activation.hpp"
-#include "core/math/numeric.hpp"
-#include "core/math/row_stats.hpp"
-#include "core/ops/batch_norm/batch_norm.hpp"
-#include "core/ops/rows/reduce.cuh"
-#include "core/ops/rows/tile.cuh"
-#include "core/runtime/cuda/cluster_launch.hpp"
-#include "core/runtime/cuda/device_caps.hpp"
+#include "core/ops/batch_norm/cuda_common.cuh"
+#include "core/ops/dispatch.hpp"
+#include "core/ops/reduce/launch_util.cuh"
+#include "core/ops/rows/rows.hpp"
 #include "core/runtime/error.hpp"
 
 namespace kf::batch_norm {
 namespace {
+
+using reduce::FastDivmod;
+using reduce::resident_blocks;
 
 // ---- tuning (kept apart from the math) -------------------------------------------------------
 
@@ -42,47 +36,13 @@ struct InferencePolicy {
   static constexpr int64_t max_blocks = 4096;
 };
 
-struct ChannelPolicy {  // a block (or a cluster of max_split at most) per channel
+// Dense tensors seen as 16-byte vectors, each with its channel's coefficients from a table in
+// shared memory (up to table_bytes of it).
+struct VectorInferencePolicy {
   static constexpr int threads = 256;
-  static constexpr int64_t max_blocks = 65535;
-  static constexpr int max_split = 8;
-  static constexpr int blocks_per_sm = 4;
+  static constexpr int unroll = 4;  // vectors in flight per thread
+  static constexpr size_t table_bytes = 32 * 1024;
 };
-
-struct ColumnPolicy {  // one block per `lanes` adjacent channels of channels-last data
-  static constexpr int lanes = 32;
-  static constexpr int rows = 8;  // positions read at once
-  static constexpr int threads = lanes * rows;
-  static constexpr int64_t max_blocks = 65535;
-};
-
-template <class S, int Width>
-union Vector {
-  uint4 raw;
-  S v[Width];
-};
-
-template <class T>
-__device__ __forceinline__ T channel_value(const Channel& t, int64_t c, T absent) {
-  return t.data ? static_cast<const T*>(t.data)[c * t.stride] : absent;
-}
-
-// A channel's inference coefficients: y = act((v - mean) * scale + bias). Computed once per
-// channel run, not per element (the square root and division cost more than the element's
-// bytes for 16-bit data).
-template <class T>
-struct Affine {
-  T mean, scale, bias;
-};
-
-template <class T>
-__device__ __forceinline__ Affine<T> affine_of(const Plan& p, int64_t c) {
-  const T variance = channel_value<T>(p.running_var, c, T(1));
-  return Affine<T>{
-      channel_value<T>(p.running_mean, c, T(0)),
-      channel_value<T>(p.weight, c, T(1)) / math::stats::sqrt_of(variance + static_cast<T>(p.eps)),
-      channel_value<T>(p.bias, c, T(0))};
-}
 
 template <class T>
 __device__ __forceinline__ T infer(const Plan& p, const Affine<T>& k, T v) {
@@ -138,6 +98,126 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
   }
 }
 
+// A channel's coefficients in the shared-memory table, padded so that one 16-byte (f32) or two
+// (f64) loads fetch them.
+template <class T>
+struct alignas(4 * sizeof(T)) TableEntry {
+  T mean, scale, bias, unused;
+};
+
+struct VectorArgs {
+  uint32_t vectors;        // 16-byte vectors of x (and of out)
+  uint32_t per_block;      // vectors per block (a multiple of the block size)
+  FastDivmod run_vectors;  // kRuns: vectors per channel run (channel_inner / W)
+  FastDivmod channels;     // kRuns: C; else C / W (vectors per position)
+};
+
+// Dense x and out starting on 16-byte boundaries, as 16-byte vectors of W elements, `unroll` of
+// them loaded by each thread before any is used. kRuns (NCHW-like: channel_inner a multiple of
+// W): a vector lies in one channel run, channel (v / run_vectors) % C. Otherwise (NHWC-like:
+// channel_inner == 1, C a multiple of W): vector v holds channels (v % (C / W)) * W + 0..W-1.
+// Each block first fills the table of every channel's coefficients (a square root and a
+// division per channel instead of per vector); the index math is two multiply-high divisions.
+template <class S, class Act, bool kRuns>
+__global__ void __launch_bounds__(VectorInferencePolicy::threads)
+    inference_vector_kernel(const __grid_constant__ Plan p, VectorArgs a) {
+  using T = math::compute_t<S>;
+  using Traits = math::StorageTraits<S>;
+  using Primitives = typename math::PrimitivesFor<S>::type;
+  using Policy = VectorInferencePolicy;
+  constexpr int kWidth = 16 / static_cast<int>(sizeof(S));
+  constexpr int kUnroll = Policy::unroll;
+  constexpr uint32_t kStep = Policy::threads * kUnroll;
+  const uint4* x = static_cast<const uint4*>(p.x_e.data);
+  uint4* out = static_cast<uint4*>(p.out_e.data);
+  // Block b owns vectors [b * per_block, (b + 1) * per_block): every block the same share.
+  const uint32_t begin = blockIdx.x * a.per_block;
+  const uint32_t end = min(begin + a.per_block, a.vectors);
+  Vector<S, kWidth> in[kUnroll];
+  auto load = [&](uint32_t base) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const uint32_t v = base + u * Policy::threads;
+      if (v < end) in[u].raw = x[v];
+    }
+  };
+  uint32_t base = begin + threadIdx.x;
+  load(base);  // in flight while the table is filled
+  extern __shared__ uint4 table_storage[];
+  TableEntry<T>* table = reinterpret_cast<TableEntry<T>*>(table_storage);
+  for (int c = threadIdx.x; c < p.channels; c += Policy::threads) {
+    const Affine<T> k = affine_of<T>(p, c);
+    table[c] = TableEntry<T>{k.mean, k.scale, k.bias, T(0)};
+  }
+  __syncthreads();
+  auto apply = [](const TableEntry<T>& k, S v) {
+    return Traits::from_compute(
+        Act{}((Traits::to_compute(v) - k.mean) * k.scale + k.bias, Primitives{}));
+  };
+  for (bool first = true; base < end; base += kStep, first = false) {
+    if (!first) load(base);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const uint32_t v = base + u * Policy::threads;
+      if (v >= end) continue;
+      Vector<S, kWidth> result;
+      if constexpr (kRuns) {
+        const TableEntry<T> k = table[a.channels.mod(a.run_vectors.div(v))];
+#pragma unroll
+        for (int e = 0; e < kWidth; ++e) result.v[e] = apply(k, in[u].v[e]);
+      } else {
+        const TableEntry<T>* k = table + a.channels.mod(v) * kWidth;
+#pragma unroll
+        for (int e = 0; e < kWidth; ++e) result.v[e] = apply(k[e], in[u].v[e]);
+      }
+      out[v] = result.raw;
+    }
+  }
+}
+
+// The vector kernel where the layout allows it; false otherwise (the caller takes the general
+// kernel).
+template <class S>
+bool launch_vector_inference(const Plan& p, int32_t device, cudaStream_t stream) {
+  using Policy = VectorInferencePolicy;
+  using T = math::compute_t<S>;
+  constexpr int kWidth = 16 / static_cast<int>(sizeof(S));
+  const int64_t total = p.elements.row_length;
+  const bool runs = p.channel_inner % kWidth == 0;
+  if (!p.dense || reinterpret_cast<uintptr_t>(p.x_e.data) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(p.out_e.data) % 16 != 0 || total % kWidth != 0 ||
+      total / kWidth >= (int64_t{1} << 31) ||
+      p.channels * static_cast<int64_t>(sizeof(TableEntry<T>)) >
+          static_cast<int64_t>(Policy::table_bytes) ||
+      !(runs || (p.channel_inner == 1 && p.channels % kWidth == 0)))
+    return false;
+  VectorArgs a;
+  a.vectors = static_cast<uint32_t>(total / kWidth);
+  a.run_vectors = FastDivmod(runs ? static_cast<uint32_t>(p.channel_inner / kWidth) : 1u);
+  a.channels = FastDivmod(static_cast<uint32_t>(runs ? p.channels : p.channels / kWidth));
+  const size_t smem = static_cast<size_t>(p.channels) * sizeof(TableEntry<T>);
+  const int64_t wanted = (int64_t{a.vectors} + Policy::threads * Policy::unroll - 1) /
+                         (Policy::threads * Policy::unroll);
+  dispatch_activation(p.act, [&](auto act) {
+    using Act = decltype(act);
+    auto* kernel =
+        runs ? inference_vector_kernel<S, Act, true> : inference_vector_kernel<S, Act, false>;
+    const int64_t resident = runs ? resident_blocks<inference_vector_kernel<S, Act, true>>(
+                                        device, Policy::threads, Policy::table_bytes)
+                                  : resident_blocks<inference_vector_kernel<S, Act, false>>(
+                                        device, Policy::threads, Policy::table_bytes);
+    // One wave of equal shares (a grid-stride loop left some blocks one step longer than the
+    // rest).
+    const int64_t grid = std::min(wanted, resident);
+    const int64_t per_thread =
+        (int64_t{a.vectors} + grid * Policy::threads - 1) / (grid * Policy::threads);
+    a.per_block = static_cast<uint32_t>(per_thread * Policy::threads);
+    const int64_t blocks = (int64_t{a.vectors} + a.per_block - 1) / a.per_block;
+    kernel<<<static_cast<unsigned>(blocks), Policy::threads, smem, stream>>>(p, a);
+  });
+  return true;
+}
+
 template <class S, class Index>
 void launch_inference(const Plan& p, cudaStream_t stream) {
   using Policy = InferencePolicy;
@@ -165,206 +245,10 @@ void launch_inference(const Plan& p, cudaStream_t stream) {
                                                                       Index{0});
 }
 
-// ---- training -----------------------------------------------------------------------------------
-
-// Coefficients of one channel from its shifted sums (d = x - shift); updates the running
-// statistics when `update` (one thread per channel).
-template <class T>
-struct Coefficients {
-  T shift, center, scale, bias;
-};
-
-template <class T>
-__device__ __forceinline__ Coefficients<T> train_channel(const Plan& p, int64_t c, T shift, T sum_d,
-                                                         T sum_d2, bool update) {
-  const T n = static_cast<T>(p.count);
-  const auto s = math::stats::layer_norm_stats<T>(sum_d, sum_d2, n, static_cast<T>(p.eps));
-  if (update && p.running_mean.data) {
-    T variance = sum_d2 / n - s.center * s.center;
-    if (variance < T(0)) variance = T(0);
-    const T momentum = static_cast<T>(p.momentum);
-    T& running_mean = static_cast<T*>(p.running_mean.data)[c * p.running_mean.stride];
-    T& running_var = static_cast<T*>(p.running_var.data)[c * p.running_var.stride];
-    running_mean = (T(1) - momentum) * running_mean + momentum * (shift + s.center);
-    running_var = (T(1) - momentum) * running_var + momentum * (variance * (n / (n - T(1))));
-  }
-  return Coefficients<T>{shift, s.center, s.rstd * channel_value<T>(p.weight, c, T(1)),
-                         channel_value<T>(p.bias, c, T(0))};
-}
-
-template <class S>
-__device__ __forceinline__ void write(const Plan& p, S* out, math::compute_t<S> v,
-                                      const Coefficients<math::compute_t<S>>& k) {
-  *out = math::StorageTraits<S>::from_compute(
-      math::apply_activation(p.act, (v - k.shift - k.center) * k.scale + k.bias));
-}
-
-// Offset of element m of a channel. NCHW-like walks have two column dims (batch, spatial):
-// 32-bit division when the channel's elements are indexable in 32 bits.
-__device__ __forceinline__ int64_t channel_offset(const rows::Walk& w, const rows::Operand& o,
-                                                  int64_t m, bool small) {
-  if (small && w.inner_ndim == 2) {
-    const uint32_t q = static_cast<uint32_t>(m) / static_cast<uint32_t>(w.inner_shape[1]);
-    const uint32_t r = static_cast<uint32_t>(m) - q * static_cast<uint32_t>(w.inner_shape[1]);
-    return static_cast<int64_t>(q) * o.inner[0] + static_cast<int64_t>(r) * o.inner[1];
-  }
-  return rows::col_offset(w, o, m);
-}
-
-// A block, or (sm_90) a cluster of `split` blocks, per channel: each block reduces its part of
-// the channel's elements, V at a time (16-byte loads where the layout allows), the parts'
-// shifted sums meet through distributed shared memory in rank order, and each block then
-// normalises its own part (a second read, partly from L2).
-template <class Policy, class S, int V>
-__global__ void __launch_bounds__(Policy::threads)
-    train_by_channel_kernel(const __grid_constant__ Plan p, int split) {
-  using T = math::compute_t<S>;
-  using Traits = math::StorageTraits<S>;
-  using Vec = rows::Pack<S, V>;
-  __shared__ T scratch[32];
-  __shared__ T exchange[2];  // cluster slots: sum of d, sum of d^2
-  const rows::Walk& w = p.by_channel;
-  const bool small = p.count <= int64_t{0xffffffff};
-  const int rank = static_cast<int>(blockIdx.x % static_cast<unsigned>(split));
-  const int64_t vectors = p.count / V;
-  const int64_t part = (vectors + split - 1) / split;
-  const int64_t first = rank * part;
-  const int64_t end = vectors < first + part ? vectors : first + part;
-  for (int64_t c = blockIdx.x / split; c < p.channels; c += gridDim.x / split) {
-    const S* x = static_cast<const S*>(p.x_c.data) + rows::row_offset(w, p.x_c, c);
-    S* out = static_cast<S*>(p.out_c.data) + rows::row_offset(w, p.out_c, c);
-    const T shift = Traits::to_compute(x[0]);
-    T sum_d = 0, sum_d2 = 0;
-    for (int64_t v = first + threadIdx.x; v < end; v += Policy::threads) {
-      const Vec xv = *reinterpret_cast<const Vec*>(x + channel_offset(w, p.x_c, v * V, small));
-#pragma unroll
-      for (int e = 0; e < V; ++e) {
-        const T d = Traits::to_compute(xv.v[e]) - shift;
-        sum_d += d;
-        sum_d2 += d * d;
-      }
-    }
-    sum_d = rows::block_sum(sum_d, scratch);  // ends with a barrier: x is fully read
-    sum_d2 = rows::block_sum(sum_d2, scratch);
-    if (split > 1) {
-      sum_d = rows::cluster_reduce(sum_d, rows::Plus{}, &exchange[0]);
-      sum_d2 = rows::cluster_reduce(sum_d2, rows::Plus{}, &exchange[1]);
-    }
-    const auto k = train_channel<T>(p, c, shift, sum_d, sum_d2, threadIdx.x == 0 && rank == 0);
-    for (int64_t v = first + threadIdx.x; v < end; v += Policy::threads) {
-      const int64_t m = v * V;
-      const Vec xv = *reinterpret_cast<const Vec*>(x + channel_offset(w, p.x_c, m, small));
-      Vec yv;
-#pragma unroll
-      for (int e = 0; e < V; ++e)
-        yv.v[e] = Traits::from_compute(math::apply_activation(
-            p.act, (Traits::to_compute(xv.v[e]) - k.shift - k.center) * k.scale + k.bias));
-      *reinterpret_cast<Vec*>(out + channel_offset(w, p.out_c, m, small)) = yv;
-    }
-  }
-  if (split > 1) rows::cluster_done();
-}
-
-template <class Policy, class S>
-__global__ void __launch_bounds__(Policy::threads)
-    train_channels_last_kernel(const __grid_constant__ Plan p) {
-  using T = math::compute_t<S>;
-  using Traits = math::StorageTraits<S>;
-  __shared__ T partial_d[Policy::rows][Policy::lanes + 1];
-  __shared__ T partial_d2[Policy::rows][Policy::lanes + 1];
-  __shared__ Coefficients<T> coefficients[Policy::lanes];
-  const rows::Walk& w = p.by_channel;
-  const int lane = threadIdx.x % Policy::lanes, row = threadIdx.x / Policy::lanes;
-  const S* x = static_cast<const S*>(p.x_c.data);
-  S* out = static_cast<S*>(p.out_c.data);
-  for (int64_t first = int64_t{blockIdx.x} * Policy::lanes; first < p.channels;
-       first += int64_t{gridDim.x} * Policy::lanes) {
-    const int64_t c = first + lane;
-    const bool active = c < p.channels;
-    T shift = 0, sum_d = 0, sum_d2 = 0;
-    if (active) {
-      shift = Traits::to_compute(x[c]);
-      for (int64_t m = row; m < p.count; m += Policy::rows) {
-        const T d = Traits::to_compute(x[rows::col_offset(w, p.x_c, m) + c]) - shift;
-        sum_d += d;
-        sum_d2 += d * d;
-      }
-    }
-    partial_d[row][lane] = sum_d;
-    partial_d2[row][lane] = sum_d2;
-    __syncthreads();
-    if (row == 0 && active) {
-      for (int r = 1; r < Policy::rows; ++r) {
-        sum_d += partial_d[r][lane];
-        sum_d2 += partial_d2[r][lane];
-      }
-      coefficients[lane] = train_channel<T>(p, c, shift, sum_d, sum_d2, true);
-    }
-    __syncthreads();
-    if (active) {
-      const Coefficients<T> k = coefficients[lane];
-      for (int64_t m = row; m < p.count; m += Policy::rows)
-        write<S>(p, out + rows::col_offset(w, p.out_c, m) + c,
-                 Traits::to_compute(x[rows::col_offset(w, p.x_c, m) + c]), k);
-    }
-    __syncthreads();  // shared arrays are reused by the next group of channels
-  }
-}
-
-// True when every channel's elements split into aligned V-element vectors in x and out: the
-// innermost dim is contiguous and divides by V, every other stride divides by V.
-bool channel_vectors_fit(const Plan& p, int V) {
-  const rows::Walk& w = p.by_channel;
-  if (w.inner_ndim < 1 || w.inner_shape[w.inner_ndim - 1] % V != 0) return false;
-  for (const rows::Operand* o : {&p.x_c, &p.out_c}) {
-    if (reinterpret_cast<uintptr_t>(o->data) % 16 != 0) return false;
-    if (o->inner[w.inner_ndim - 1] != 1) return false;
-    for (int32_t d = 0; d + 1 < w.inner_ndim; ++d)
-      if (o->inner[d] % V != 0) return false;
-    for (int32_t d = 0; d < w.outer_ndim; ++d)
-      if (o->outer[d] % V != 0) return false;
-  }
-  return true;
-}
-
-template <class S, int V>
-void launch_by_channel(const Plan& p, int32_t device, cudaStream_t stream) {
-  using Policy = ChannelPolicy;
-  // Few channels over many elements leave SMs idle with a block per channel: split each
-  // channel over a cluster (sm_90) until the grid holds blocks_per_sm blocks per SM.
-  int split = 1;
-  if (cuda::compute_major(device) >= 9) {
-    const int64_t wanted = int64_t{cuda::sm_count(device)} * Policy::blocks_per_sm;
-    while (split < Policy::max_split && p.channels * split < wanted &&
-           p.count / (int64_t{split} * 2) >= int64_t{Policy::threads} * V * 4)
-      split *= 2;
-  }
-  const int64_t channels = std::min(p.channels, Policy::max_blocks / split);
-  cuda::launch_clustered(train_by_channel_kernel<Policy, S, V>,
-                         dim3(static_cast<unsigned>(channels * split)), dim3(Policy::threads), 0,
-                         split, stream, "batch norm kernel launch", p, split);
-}
-
-template <class S>
-void launch_training(const Plan& p, int32_t device, cudaStream_t stream) {
-  if (p.channels_last && p.channels >= ColumnPolicy::lanes) {
-    const int64_t groups = (p.channels + ColumnPolicy::lanes - 1) / ColumnPolicy::lanes;
-    train_channels_last_kernel<ColumnPolicy, S>
-        <<<static_cast<unsigned>(std::min(groups, ColumnPolicy::max_blocks)), ColumnPolicy::threads,
-           0, stream>>>(p);
-  } else {
-    constexpr int V = 16 / sizeof(S);
-    if (channel_vectors_fit(p, V))
-      launch_by_channel<S, V>(p, device, stream);
-    else
-      launch_by_channel<S, 1>(p, device, stream);
-  }
-}
-
 template <class S>
 void launch(const Plan& p, int32_t device, cudaStream_t stream) {
-  if (p.training)
-    launch_training<S>(p, device, stream);
+  if (launch_vector_inference<S>(p, device, stream))
+    ;
   else if (p.elements.row_length <= int64_t{0xffffffff} - 2 * InferencePolicy::vector_bytes)
     launch_inference<S, uint32_t>(p, stream);
   else
@@ -379,6 +263,7 @@ void launch(const Plan& p, int32_t device, cudaStream_t stream) {
 
 void run_cuda(const Plan& plan, int32_t device_id, void* native_stream) {
   cudaStream_t stream = static_cast<cudaStream_t>(native_stream);
+  if (plan.training) return run_training_cuda(plan, device_id, stream);
   switch (plan.dtype) {
     case KF_DTYPE_FLOAT16: return launch<math::half_t>(plan, device_id, stream);
     case KF_DTYPE_BFLOAT16: return launch<math::bfloat16_t>(plan, device_id, stream);

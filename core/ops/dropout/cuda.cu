@@ -4,8 +4,16 @@
 // kernel: each thread moves whole 16-byte vectors of x and out and one 4- or 8-byte word of the
 // mask, drawing one Philox block (four numbers) per four elements; the few elements after the
 // last whole vector are done one by one. Everything else runs the strided kernel, one Philox
-// block per thread and per four consecutive row-major indices. Both use grid-stride loops over
-// one full wave of blocks; launches are asynchronous: no allocation, no synchronisation.
+// block per thread and per four consecutive row-major indices. Both run one full wave of blocks
+// (the vector kernel gives each block an equal contiguous share); launches are asynchronous: no
+// allocation, no synchronisation.
+//
+// Cost: the kernel is bound by instruction issue, not memory, on an H200. Per four elements it
+// draws one Philox-4x32-10 block (10 rounds of two 32x32->64 multiplies and two 3-way XORs, ~45
+// instructions with the key schedule read from the kernel's parameters) and evaluates four GELUs
+// (erf: CUDA's erff for f32 and f64, math::HalfStorage's shorter one for f16/bf16). A 16-byte
+// vector of f16 is eight elements, so it costs about 370 instructions against ~330 issue slots
+// that the memory system leaves per vector at the copy rate.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -40,8 +48,11 @@ struct StridedPolicy {
 // ---- shared per-element math ------------------------------------------------------------------
 
 struct Rng {
-  unsigned long long seed, offset;
+  math::PhiloxKeys keys;  // the seed's key schedule (read from the kernel's parameters)
+  unsigned long long offset;
   uint32_t keep_threshold;
+  // uniform24(w) >= t, i.e. (w >> 8) >= t, is w > t * 256 - 1 for t in [1, 2^24]: one compare.
+  uint32_t keep_above;
   // The four keep decisions of Philox block `block` (all kept when keep_threshold == 0, without
   // drawing: the branch is uniform across the grid).
   __device__ __forceinline__ void keep4(uint64_t block, bool kept[4]) const {
@@ -50,29 +61,32 @@ struct Rng {
       for (int e = 0; e < 4; ++e) kept[e] = true;
       return;
     }
-    const math::PhiloxWords words = math::philox_block(seed, offset, block);
+    const math::PhiloxWords words = math::philox_block(keys, offset, block);
 #pragma unroll
-    for (int e = 0; e < 4; ++e) kept[e] = math::uniform24(words.v[e]) >= keep_threshold;
+    for (int e = 0; e < 4; ++e) kept[e] = words.v[e] > keep_above;
   }
   // The keep decision of element i alone (word i % 4 picked without indexing a local array).
   __device__ __forceinline__ bool keep(int64_t i) const {
     if (keep_threshold == 0) return true;
-    const math::PhiloxWords words = math::philox_block(seed, offset, static_cast<uint64_t>(i) / 4);
+    const math::PhiloxWords words = math::philox_block(keys, offset, static_cast<uint64_t>(i) / 4);
     const int e = static_cast<int>(i & 3);
     const unsigned int word = e == 0   ? words.v[0]
                               : e == 1 ? words.v[1]
                               : e == 2 ? words.v[2]
                                        : words.v[3];
-    return math::uniform24(word) >= keep_threshold;
+    return word > keep_above;
   }
 };
 
+// A dropped element is exactly 0 whatever x holds (a NaN or inf input too): a select, not a
+// multiply by the mask. The kept value is computed either way, so a warp never branches on the
+// random bits. 16-bit storage takes HalfStorage's shorter erf, as the element-wise GELU does.
 template <class S>
 __device__ __forceinline__ S dropout_value(S x, bool kept, math::compute_t<S> scale) {
   using Traits = math::StorageTraits<S>;
   using T = math::compute_t<S>;
-  return kept ? Traits::from_compute(kept_value(Traits::to_compute(x), scale))
-              : Traits::from_compute(T(0));
+  const T value = kept_value(Traits::to_compute(x), scale, typename math::PrimitivesFor<S>::type{});
+  return Traits::from_compute(kept ? value : T(0));
 }
 
 // ---- vector kernel ----------------------------------------------------------------------------
@@ -83,7 +97,8 @@ struct VectorArgs {
   S* out;         // 16-byte aligned
   uint8_t* mask;  // nullable; aligned to VectorPolicy<S>::elements bytes
   int64_t count;
-  int64_t groups;  // whole groups of VectorPolicy<S>::elements
+  int64_t groups;     // whole groups of VectorPolicy<S>::elements
+  int64_t per_block;  // groups per block (a multiple of the block size)
   Rng rng;
   math::compute_t<S> scale;
 };
@@ -110,7 +125,6 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
   const uint4* x = reinterpret_cast<const uint4*>(args.x);
   uint4* out = reinterpret_cast<uint4*>(args.out);
   const int64_t first = int64_t{blockIdx.x} * Policy::threads + threadIdx.x;
-  const int64_t step = int64_t{gridDim.x} * Policy::threads;
 
   // The elements after the last whole group, one per thread of the first warp.
   const int64_t tail_start = args.groups * kElements;
@@ -121,7 +135,10 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
     if (args.mask) args.mask[i] = kept ? 1 : 0;
   }
 
-  for (int64_t g = first; g < args.groups; g += step) {
+  // Block b owns groups [b * per_block, (b + 1) * per_block), so every block has the same share.
+  const int64_t end = std::min(args.groups, int64_t{blockIdx.x + 1} * args.per_block);
+  for (int64_t g = int64_t{blockIdx.x} * args.per_block + threadIdx.x; g < end;
+       g += Policy::threads) {
     Group<S, kElements> v;
 #pragma unroll
     for (int k = 0; k < kVectors; ++k) v.raw[k] = x[g * kVectors + k];
@@ -134,7 +151,7 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         v.v[4 * b + e] = dropout_value(v.v[4 * b + e], kept[e], args.scale);
-        mask_bits[b] |= static_cast<uint32_t>(kept[e]) << (8 * e);
+        mask_bits[b] |= kept[e] ? uint32_t{1} << (8 * e) : 0u;
       }
     }
 #pragma unroll
@@ -191,7 +208,11 @@ uint32_t grid_size(int64_t work_items, int threads, int sms, int blocks_per_sm) 
   return static_cast<uint32_t>(std::min<int64_t>(wanted, int64_t{sms} * blocks_per_sm));
 }
 
-Rng make_rng(const Plan& p) { return Rng{p.seed, p.offset, p.keep_threshold}; }
+Rng make_rng(const Plan& p) {
+  const uint32_t keep_above =
+      p.keep_threshold == 0 ? 0u : static_cast<uint32_t>(uint64_t{p.keep_threshold} * 256 - 1);
+  return Rng{math::philox_seed_keys(p.seed), p.offset, p.keep_threshold, keep_above};
+}
 
 template <class S>
 void launch_vector(const Plan& p, int sms, cudaStream_t stream) {
@@ -205,8 +226,10 @@ void launch_vector(const Plan& p, int sms, cudaStream_t stream) {
   args.rng = make_rng(p);
   args.scale = static_cast<math::compute_t<S>>(p.scale);
   const int64_t work = std::max<int64_t>(args.groups, p.count - args.groups * Policy::elements);
-  vector_kernel<Policy, S><<<grid_size(work, Policy::threads, sms, Policy::min_blocks_per_sm),
-                             Policy::threads, 0, stream>>>(args);
+  const int64_t grid = grid_size(work, Policy::threads, sms, Policy::min_blocks_per_sm);
+  args.per_block =
+      (args.groups + grid * Policy::threads - 1) / (grid * Policy::threads) * Policy::threads;
+  vector_kernel<Policy, S><<<static_cast<unsigned>(grid), Policy::threads, 0, stream>>>(args);
   cuda::check(cudaGetLastError(), "dropout kernel launch");
 }
 

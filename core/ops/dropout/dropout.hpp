@@ -45,10 +45,12 @@ struct Plan {
   uint8_t* mask = nullptr;  // nullable; 1 = kept
 };
 
-// The value of a kept element: gelu(x) * scale, computed in T (the compute type).
-template <class T>
-KF_HOST_DEVICE T kept_value(T x, T scale) {
-  const T activated = math::Gelu{}(x);
+// The value of a kept element: gelu(x) * scale, computed in T (the compute type). P: the
+// primitives of erf (math::Precise, or math::HalfStorage's shorter erf where the result is
+// rounded to f16 or bf16, as the element-wise GELU kernels do).
+template <class T, class P = math::Precise>
+KF_HOST_DEVICE T kept_value(T x, T scale, P primitives = {}) {
+  const T activated = math::Gelu{}(x, primitives);
   return activated * scale;
 }
 

@@ -1,5 +1,5 @@
 // CUDA backend of the reductions. Three kernels, one per plan layout:
-//  - rows (reduce-last): a warp per row for rows shorter than RowsPolicy::block_row_min, else a
+//  - rows (reduce-last): a warp per row for rows shorter than RowsPolicy::block_row_bytes, else a
 //    block per row; 16-byte vector loads when rows allow them, `unroll` vectors in flight;
 //  - columns (reduce-non-last): a block owns a tile of tile_x * V adjacent columns of one outer
 //    index and the whole reduced range; its threads split the reduced rows (threadIdx.y), each
@@ -22,6 +22,7 @@
 #include <cooperative_groups.h>
 #endif
 
+#include "core/ops/reduce/launch_util.cuh"
 #include "core/ops/reduce/reduce.hpp"
 #include "core/runtime/cuda/cluster_launch.hpp"
 #include "core/runtime/cuda/device_caps.hpp"
@@ -34,26 +35,32 @@ namespace {
 
 struct RowsPolicy {
   static constexpr int threads = 256;
-  static constexpr int unroll = 4;                // vectors in flight per thread
-  static constexpr int64_t block_row_min = 4096;  // rows this long get a whole block
-  static constexpr int waves = 8;                 // grid cap, in blocks per SM
+  static constexpr int unroll = 4;  // vectors in flight per thread
+  // Rows of at least this many bytes get a whole block; shorter rows a warp each, which needs
+  // no barrier and keeps `unroll` vectors in flight per lane (a block over an 8 KiB row gives
+  // each thread two vectors between two barriers).
+  static constexpr int64_t block_row_bytes = 16 * 1024;
+  static constexpr int waves = 8;  // grid cap, in blocks per SM
 };
 
 struct ColumnsPolicy {
   static constexpr int threads = 256;
-  // Rows in flight per thread: 8 x 16 bytes for f32; 4 for f16/bf16 (8 wide accumulators) and
-  // f64, which otherwise run out of registers and spill.
+  // Rows in flight per thread: 8 x 16 bytes for f32, f16 and bf16; 4 for f64.
   template <class S>
   static constexpr int unroll() {
-    return sizeof(S) == 4 ? 8 : 4;
+    return sizeof(S) == 8 ? 4 : 8;
   }
-  static constexpr int max_tile_x = 32;    // threads across a tile's columns
-  static constexpr int min_tile_x = 8;     // below this a warp's row segments get too short
-  static constexpr int blocks_per_sm = 2;  // aim for at least this many blocks per SM
-  // Clusters that split a tile's rows (sm_90): up to max_split blocks, until the grid holds
-  // split_blocks_per_sm blocks per SM.
+  static constexpr int max_tile_x = 32;  // threads across a tile's columns
+  static constexpr int min_tile_x = 8;   // below this a warp's row segments get too short
+  // Clusters that split a tile's rows (sm_90): up to max_split blocks (a power of two), while
+  // the grid still fits on the device in one wave and each block keeps min_split_steps loop
+  // steps. Mean |x| over dim 0 of 8192 x 8192 f16 on an H200: two waves of short blocks that
+  // each ended in a serial cluster combine, 53 % of copy bandwidth; one wave (2 blocks per tile,
+  // 256 blocks where 396 fit), 8 rows in flight and the parallel combine of cluster_finish,
+  // 84 %. Filling the wave instead (3 blocks per tile, 384 blocks) measured 63 % (not
+  // profiled; probably not every cluster could be placed at once).
   static constexpr int max_split = 8;
-  static constexpr int split_blocks_per_sm = 4;
+  static constexpr int min_split_steps = 4;
 };
 
 struct StridedPolicy {
@@ -164,21 +171,34 @@ __device__ __forceinline__ void cluster_sync() {
 #endif
 }
 
-// Folds the partial columns tile[slot .. slot + count) of the cluster's other blocks into block
-// 0's, in rank order (`mine`: this thread holds a finished partial column).
-template <class R, class T>
-__device__ __forceinline__ void cluster_combine(T* tile, int slot, int count, int split,
-                                                bool mine) {
-  cluster_sync();
+// Finishes a tile whose rows were split over the cluster: block `rank` takes its share of the
+// tile's `width` columns and combines the blocks' partial columns (row 0 of each block's tile)
+// in rank order, so results stay deterministic; every thread of the block takes part, and every
+// block's loads are in flight at once. Writes out[c * out_stride] for column c of the tile
+// (first_col + c < inner).
+template <class R, class S, class T>
+__device__ __forceinline__ void cluster_finish(T* tile, int width, int split, int rank,
+                                               int64_t first_col, int64_t inner, S* out,
+                                               int64_t out_stride, T n) {
+  cluster_sync();  // every block's partial columns are final
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
-  if (mine && cluster.block_rank() == 0) {
-    for (int r = 1; r < split; ++r) {
-      const T* other = cluster.map_shared_rank(tile, r);
-      for (int e = 0; e < count; ++e) tile[slot + e] = R::combine(tile[slot + e], other[slot + e]);
-    }
+  const int share = (width + split - 1) / split;
+  const int t = threadIdx.y * blockDim.x + threadIdx.x;
+  const int c = rank * share + t;
+  if (t < share && c < width && first_col + c < inner) {
+    T part[ColumnsPolicy::max_split];
+#pragma unroll
+    for (int r = 0; r < ColumnsPolicy::max_split; ++r)
+      if (r < split) part[r] = cluster.map_shared_rank(tile, r)[c];
+    T total = part[0];
+#pragma unroll
+    for (int r = 1; r < ColumnsPolicy::max_split; ++r)
+      if (r < split) total = R::combine(total, part[r]);
+    out[(first_col + c) * out_stride] = finished<R, S>(total, n);
   }
 #endif
+  cluster_sync();  // no block leaves (or reuses its tile) while another reads it
 }
 
 template <class S>
@@ -251,14 +271,14 @@ __global__ void __launch_bounds__(ColumnsPolicy::threads) columns_kernel(Columns
       }
       __syncthreads();
     }
-    if (a.split > 1) cluster_combine<R>(tile, slot, V, a.split, threadIdx.y == 0 && active);
-    if (threadIdx.y == 0 && active && rank == 0) {
-      S* out = a.out + o * a.out_outer;
+    S* out = a.out + o * a.out_outer;
+    if (a.split > 1) {
+      cluster_finish<R>(tile, width, a.split, rank, col - slot, a.inner, out, a.out_stride, n);
+    } else if (threadIdx.y == 0 && active) {
 #pragma unroll
       for (int e = 0; e < V; ++e) out[(col + e) * a.out_stride] = finished<R, S>(tile[slot + e], n);
     }
-    if (a.split > 1) cluster_sync();  // the others' tiles were read
-    __syncthreads();                  // the tile is reused by the next outer index
+    __syncthreads();  // the tile is reused by the next outer index
   }
 }
 
@@ -312,7 +332,7 @@ void launch_rows(const Plan& p, int sms, cudaStream_t stream) {
                 p.row_stride,
                 p.out_stride};
   const int64_t cap = int64_t{sms} * RowsPolicy::waves;
-  if (p.reduced >= RowsPolicy::block_row_min) {
+  if (p.reduced * static_cast<int64_t>(sizeof(S)) >= RowsPolicy::block_row_bytes) {
     const int64_t grid = std::min(p.outputs, cap);
     rows_kernel<R, S, V, RowsPolicy::threads>
         <<<static_cast<unsigned>(grid), RowsPolicy::threads, 0, stream>>>(a);
@@ -324,7 +344,7 @@ void launch_rows(const Plan& p, int sms, cudaStream_t stream) {
 }
 
 template <class R, class S, int V>
-void launch_columns(const Plan& p, int sms, bool clusters, cudaStream_t stream) {
+void launch_columns(const Plan& p, int32_t device, bool clusters, cudaStream_t stream) {
   ColumnsArgs<S> a{static_cast<const S*>(p.x),
                    static_cast<S*>(p.out),
                    p.outer,
@@ -336,20 +356,22 @@ void launch_columns(const Plan& p, int sms, bool clusters, cudaStream_t stream) 
                    p.out_outer,
                    1};
   const int64_t grid_y = std::min<int64_t>(p.outer, 65535);
+  const int64_t resident =
+      resident_blocks<columns_kernel<R, S, V>>(device, ColumnsPolicy::threads, 0);
   int tile_x = ColumnsPolicy::max_tile_x;
   while (tile_x > 1 && int64_t{tile_x / 2} * V >= p.inner) tile_x /= 2;  // no idle columns
-  while (tile_x > ColumnsPolicy::min_tile_x && ceil_div(p.inner, int64_t{tile_x} * V) * grid_y <
-                                                   int64_t{sms} * ColumnsPolicy::blocks_per_sm)
+  while (tile_x > ColumnsPolicy::min_tile_x &&
+         ceil_div(p.inner, int64_t{tile_x} * V) * grid_y < resident)
     tile_x /= 2;  // more, narrower tiles, so that every SM has work
   int tile_y = ColumnsPolicy::threads / tile_x;
   while (tile_y > 1 && tile_y / 2 >= p.reduced) tile_y /= 2;  // no idle rows
   const int64_t grid_x = ceil_div(p.inner, int64_t{tile_x} * V);
-  // Too few tiles to keep every SM streaming (a wide 16-bit tensor reduced over dim 0 fills
-  // only one block per SM): split the rows of each tile over a cluster of blocks.
+  // Too few tiles to fill the device (a wide tensor reduced over dim 0): split the rows of each
+  // tile over a cluster of blocks, as far as one wave of blocks holds.
   const int64_t tiles = grid_x * grid_y;
-  while (clusters && a.split < ColumnsPolicy::max_split &&
-         tiles * a.split < int64_t{sms} * ColumnsPolicy::split_blocks_per_sm &&
-         p.reduced / (a.split * 2) >= int64_t{tile_y} * ColumnsPolicy::unroll<S>() * 4)
+  const int64_t step_rows = int64_t{tile_y} * ColumnsPolicy::unroll<S>();
+  while (clusters && a.split < ColumnsPolicy::max_split && tiles * a.split * 2 <= resident &&
+         p.reduced / (a.split * 2) >= step_rows * ColumnsPolicy::min_split_steps)
     a.split *= 2;
   cuda::launch_clustered(
       columns_kernel<R, S, V>,
@@ -366,7 +388,7 @@ void launch_strided(const Plan& p, int sms, cudaStream_t stream) {
 }
 
 template <class R, class S>
-void run_typed(const Plan& p, int sms, bool clusters, cudaStream_t stream) {
+void run_typed(const Plan& p, int32_t device, int sms, bool clusters, cudaStream_t stream) {
   constexpr int kWidth = static_cast<int>(16 / sizeof(S));
   switch (p.layout) {
     case Layout::rows:
@@ -376,8 +398,8 @@ void run_typed(const Plan& p, int sms, bool clusters, cudaStream_t stream) {
     case Layout::columns:
       if (p.inner % kWidth == 0 && p.row_stride % kWidth == 0 && p.outer_stride % kWidth == 0 &&
           aligned16(p.x))
-        return launch_columns<R, S, kWidth>(p, sms, clusters, stream);
-      return launch_columns<R, S, 1>(p, sms, clusters, stream);
+        return launch_columns<R, S, kWidth>(p, device, clusters, stream);
+      return launch_columns<R, S, 1>(p, device, clusters, stream);
     case Layout::strided: return launch_strided<R, S>(p, sms, stream);
   }
 }
@@ -391,7 +413,7 @@ void run_cuda(const Plan& plan, int32_t device_id, void* native_stream) {
   cudaStream_t stream = static_cast<cudaStream_t>(native_stream);
   dispatch_dtype(plan.dtype, [&](auto storage) {
     math::reduction::dispatch(plan.op, [&](auto op) {
-      run_typed<decltype(op), decltype(storage)>(plan, sms, clusters, stream);
+      run_typed<decltype(op), decltype(storage)>(plan, device_id, sms, clusters, stream);
     });
   });
 }

@@ -1,0 +1,75 @@
+// Device helpers shared by the batch norm CUDA kernels (cuda.cu: inference; cuda_training.cu:
+// training): per-channel values, the inference coefficients, the training coefficients from a
+// channel's shifted sums. Include only from the family's .cu files.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/math/activation.hpp"
+#include "core/math/numeric.hpp"
+#include "core/math/row_stats.hpp"
+#include "core/ops/batch_norm/batch_norm.hpp"
+
+namespace kf::batch_norm {
+
+template <class S, int Width>
+union Vector {
+  uint4 raw;
+  S v[Width];
+};
+
+template <class T>
+__device__ __forceinline__ T channel_value(const Channel& t, int64_t c, T absent) {
+  return t.data ? static_cast<const T*>(t.data)[c * t.stride] : absent;
+}
+
+// A channel's inference coefficients: y = act((v - mean) * scale + bias). Computed once per
+// channel run, not per element (the square root and division cost more than the element's
+// bytes for 16-bit data).
+template <class T>
+struct Affine {
+  T mean, scale, bias;
+};
+
+template <class T>
+__device__ __forceinline__ Affine<T> affine_of(const Plan& p, int64_t c) {
+  const T variance = channel_value<T>(p.running_var, c, T(1));
+  return Affine<T>{
+      channel_value<T>(p.running_mean, c, T(0)),
+      channel_value<T>(p.weight, c, T(1)) / math::stats::sqrt_of(variance + static_cast<T>(p.eps)),
+      channel_value<T>(p.bias, c, T(0))};
+}
+
+// Coefficients of one channel from its shifted sums (d = x - shift); updates the running
+// statistics when `update` (one thread per channel).
+// Coefficients of one channel from its shifted sums (d = x - shift); updates the running
+// statistics when `update` (one thread per channel).
+template <class T>
+struct Coefficients {
+  T shift, center, scale, bias;
+};
+
+template <class T>
+__device__ __forceinline__ Coefficients<T> train_channel(const Plan& p, int64_t c, T shift, T sum_d,
+                                                         T sum_d2, bool update) {
+  const T n = static_cast<T>(p.count);
+  const auto s = math::stats::layer_norm_stats<T>(sum_d, sum_d2, n, static_cast<T>(p.eps));
+  if (update && p.running_mean.data) {
+    T variance = sum_d2 / n - s.center * s.center;
+    if (variance < T(0)) variance = T(0);
+    const T momentum = static_cast<T>(p.momentum);
+    T& running_mean = static_cast<T*>(p.running_mean.data)[c * p.running_mean.stride];
+    T& running_var = static_cast<T*>(p.running_var.data)[c * p.running_var.stride];
+    running_mean = (T(1) - momentum) * running_mean + momentum * (shift + s.center);
+    running_var = (T(1) - momentum) * running_var + momentum * (variance * (n / (n - T(1))));
+  }
+  return Coefficients<T>{shift, s.center, s.rstd * channel_value<T>(p.weight, c, T(1)),
+                         channel_value<T>(p.bias, c, T(0))};
+}
+
+// Enqueues the training kernels (cuda_training.cu).
+void run_training_cuda(const Plan& plan, int32_t device_id, cudaStream_t stream);
+
+}  // namespace kf::batch_norm

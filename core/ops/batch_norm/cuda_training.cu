@@ -1,0 +1,367 @@
+// CUDA backend of the batch norm family: training (inference is in cuda.cu).
+//
+// Training needs per-channel reductions over N * spatial before any element can be written, and
+// the op may not allocate scratch. Every kernel reduces shifted sums (shift = the channel's first
+// element, so the variance keeps its precision for large means); a channel's parts meet in a
+// fixed order, and one thread updates its running statistics.
+//  - Channels-first data whose channel runs fill whole 16-byte vectors, with channels of up to
+//    8 x 72 KiB (one slice without clusters): the staged kernel. A block, or on sm_90 a cluster
+//    of up to 8 blocks, per channel; each block copies its slice of the channel into shared
+//    memory with cp.async, reduces it there, the blocks' sums meet through distributed shared
+//    memory, and each block normalises its slice from shared memory: x is read from DRAM once.
+//  - Other channels-first data: a block per channel, or on sm_90 a cluster of up to 8 blocks when
+//    channels are too few to fill the GPU, reducing its part with 16-byte loads where the layout
+//    allows and then normalising it with a second read of x (partly from L2).
+//  - Channels-last data with at least 32 channels: one block per 32 adjacent channels (a warp
+//    reads 32 consecutive channels of one position, so loads coalesce); x is read twice.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+
+#include "core/ops/batch_norm/cuda_common.cuh"
+#include "core/ops/reduce/launch_util.cuh"
+#include "core/ops/rows/reduce.cuh"
+#include "core/ops/rows/staged.cuh"
+#include "core/ops/rows/tile.cuh"
+#include "core/runtime/cuda/cluster_launch.hpp"
+#include "core/runtime/cuda/cuda_check.hpp"
+#include "core/runtime/cuda/device_caps.hpp"
+#include "core/runtime/error.hpp"
+
+namespace kf::batch_norm {
+namespace {
+
+using reduce::FastDivmod;
+
+// ---- tuning (kept apart from the math) -------------------------------------------------------
+
+struct ChannelPolicy {  // a block (or a cluster of max_split at most) per channel
+  static constexpr int threads = 256;
+  static constexpr int64_t max_blocks = 65535;
+  static constexpr int max_split = 8;
+  static constexpr int blocks_per_sm = 4;
+};
+
+// Training with each channel's elements staged in shared memory, split over a cluster (sm_90) of
+// up to max_split blocks of at most slice_bytes each (three such blocks fit on an SM), so that x
+// is read from DRAM once.
+struct StagedTrainingPolicy {
+  static constexpr int threads = 256;
+  static constexpr int max_split = 8;
+  static constexpr int64_t slice_bytes = 72 * 1024;
+};
+
+struct ColumnPolicy {  // one block per `lanes` adjacent channels of channels-last data
+  static constexpr int lanes = 32;
+  static constexpr int rows = 8;  // positions read at once
+  static constexpr int threads = lanes * rows;
+  static constexpr int64_t max_blocks = 65535;
+};
+
+template <class S>
+__device__ __forceinline__ void write(const Plan& p, S* out, math::compute_t<S> v,
+                                      const Coefficients<math::compute_t<S>>& k) {
+  *out = math::StorageTraits<S>::from_compute(
+      math::apply_activation(p.act, (v - k.shift - k.center) * k.scale + k.bias));
+}
+
+// Offset of element m of a channel. NCHW-like walks have two column dims (batch, spatial):
+// 32-bit division when the channel's elements are indexable in 32 bits.
+__device__ __forceinline__ int64_t channel_offset(const rows::Walk& w, const rows::Operand& o,
+                                                  int64_t m, bool small) {
+  if (small && w.inner_ndim == 2) {
+    const uint32_t q = static_cast<uint32_t>(m) / static_cast<uint32_t>(w.inner_shape[1]);
+    const uint32_t r = static_cast<uint32_t>(m) - q * static_cast<uint32_t>(w.inner_shape[1]);
+    return static_cast<int64_t>(q) * o.inner[0] + static_cast<int64_t>(r) * o.inner[1];
+  }
+  return rows::col_offset(w, o, m);
+}
+
+// A block, or (sm_90) a cluster of `split` blocks, per channel: each block reduces its part of
+// the channel's elements, V at a time (16-byte loads where the layout allows), the parts'
+// shifted sums meet through distributed shared memory in rank order, and each block then
+// normalises its own part (a second read, partly from L2).
+template <class Policy, class S, int V>
+__global__ void __launch_bounds__(Policy::threads)
+    train_by_channel_kernel(const __grid_constant__ Plan p, int split) {
+  using T = math::compute_t<S>;
+  using Traits = math::StorageTraits<S>;
+  using Vec = rows::Pack<S, V>;
+  __shared__ T scratch[32];
+  __shared__ T exchange[2];  // cluster slots: sum of d, sum of d^2
+  const rows::Walk& w = p.by_channel;
+  const bool small = p.count <= int64_t{0xffffffff};
+  const int rank = static_cast<int>(blockIdx.x % static_cast<unsigned>(split));
+  const int64_t vectors = p.count / V;
+  const int64_t part = (vectors + split - 1) / split;
+  const int64_t first = rank * part;
+  const int64_t end = vectors < first + part ? vectors : first + part;
+  for (int64_t c = blockIdx.x / split; c < p.channels; c += gridDim.x / split) {
+    const S* x = static_cast<const S*>(p.x_c.data) + rows::row_offset(w, p.x_c, c);
+    S* out = static_cast<S*>(p.out_c.data) + rows::row_offset(w, p.out_c, c);
+    const T shift = Traits::to_compute(x[0]);
+    T sum_d = 0, sum_d2 = 0;
+    for (int64_t v = first + threadIdx.x; v < end; v += Policy::threads) {
+      const Vec xv = *reinterpret_cast<const Vec*>(x + channel_offset(w, p.x_c, v * V, small));
+#pragma unroll
+      for (int e = 0; e < V; ++e) {
+        const T d = Traits::to_compute(xv.v[e]) - shift;
+        sum_d += d;
+        sum_d2 += d * d;
+      }
+    }
+    sum_d = rows::block_sum(sum_d, scratch);  // ends with a barrier: x is fully read
+    sum_d2 = rows::block_sum(sum_d2, scratch);
+    if (split > 1) {
+      sum_d = rows::cluster_reduce(sum_d, rows::Plus{}, &exchange[0]);
+      sum_d2 = rows::cluster_reduce(sum_d2, rows::Plus{}, &exchange[1]);
+    }
+    const auto k = train_channel<T>(p, c, shift, sum_d, sum_d2, threadIdx.x == 0 && rank == 0);
+    for (int64_t v = first + threadIdx.x; v < end; v += Policy::threads) {
+      const int64_t m = v * V;
+      const Vec xv = *reinterpret_cast<const Vec*>(x + channel_offset(w, p.x_c, m, small));
+      Vec yv;
+#pragma unroll
+      for (int e = 0; e < V; ++e)
+        yv.v[e] = Traits::from_compute(math::apply_activation(
+            p.act, (Traits::to_compute(xv.v[e]) - k.shift - k.center) * k.scale + k.bias));
+      *reinterpret_cast<Vec*>(out + channel_offset(w, p.out_c, m, small)) = yv;
+    }
+  }
+  if (split > 1) rows::cluster_done();
+}
+
+template <class Policy, class S>
+__global__ void __launch_bounds__(Policy::threads)
+    train_channels_last_kernel(const __grid_constant__ Plan p) {
+  using T = math::compute_t<S>;
+  using Traits = math::StorageTraits<S>;
+  __shared__ T partial_d[Policy::rows][Policy::lanes + 1];
+  __shared__ T partial_d2[Policy::rows][Policy::lanes + 1];
+  __shared__ Coefficients<T> coefficients[Policy::lanes];
+  const rows::Walk& w = p.by_channel;
+  const int lane = threadIdx.x % Policy::lanes, row = threadIdx.x / Policy::lanes;
+  const S* x = static_cast<const S*>(p.x_c.data);
+  S* out = static_cast<S*>(p.out_c.data);
+  for (int64_t first = int64_t{blockIdx.x} * Policy::lanes; first < p.channels;
+       first += int64_t{gridDim.x} * Policy::lanes) {
+    const int64_t c = first + lane;
+    const bool active = c < p.channels;
+    T shift = 0, sum_d = 0, sum_d2 = 0;
+    if (active) {
+      shift = Traits::to_compute(x[c]);
+      for (int64_t m = row; m < p.count; m += Policy::rows) {
+        const T d = Traits::to_compute(x[rows::col_offset(w, p.x_c, m) + c]) - shift;
+        sum_d += d;
+        sum_d2 += d * d;
+      }
+    }
+    partial_d[row][lane] = sum_d;
+    partial_d2[row][lane] = sum_d2;
+    __syncthreads();
+    if (row == 0 && active) {
+      for (int r = 1; r < Policy::rows; ++r) {
+        sum_d += partial_d[r][lane];
+        sum_d2 += partial_d2[r][lane];
+      }
+      coefficients[lane] = train_channel<T>(p, c, shift, sum_d, sum_d2, true);
+    }
+    __syncthreads();
+    if (active) {
+      const Coefficients<T> k = coefficients[lane];
+      for (int64_t m = row; m < p.count; m += Policy::rows)
+        write<S>(p, out + rows::col_offset(w, p.out_c, m) + c,
+                 Traits::to_compute(x[rows::col_offset(w, p.x_c, m) + c]), k);
+    }
+    __syncthreads();  // shared arrays are reused by the next group of channels
+  }
+}
+
+// True when every channel's elements split into aligned V-element vectors in x and out: the
+// innermost dim is contiguous and divides by V, every other stride divides by V.
+bool channel_vectors_fit(const Plan& p, int V) {
+  const rows::Walk& w = p.by_channel;
+  if (w.inner_ndim < 1 || w.inner_shape[w.inner_ndim - 1] % V != 0) return false;
+  for (const rows::Operand* o : {&p.x_c, &p.out_c}) {
+    if (reinterpret_cast<uintptr_t>(o->data) % 16 != 0) return false;
+    if (o->inner[w.inner_ndim - 1] != 1) return false;
+    for (int32_t d = 0; d + 1 < w.inner_ndim; ++d)
+      if (o->inner[d] % V != 0) return false;
+    for (int32_t d = 0; d < w.outer_ndim; ++d)
+      if (o->outer[d] % V != 0) return false;
+  }
+  return true;
+}
+
+template <class S, int V>
+void launch_by_channel(const Plan& p, int32_t device, cudaStream_t stream) {
+  using Policy = ChannelPolicy;
+  // Few channels over many elements leave SMs idle with a block per channel: split each
+  // channel over a cluster (sm_90) until the grid holds blocks_per_sm blocks per SM.
+  int split = 1;
+  if (cuda::compute_major(device) >= 9) {
+    const int64_t wanted = int64_t{cuda::sm_count(device)} * Policy::blocks_per_sm;
+    while (split < Policy::max_split && p.channels * split < wanted &&
+           p.count / (int64_t{split} * 2) >= int64_t{Policy::threads} * V * 4)
+      split *= 2;
+  }
+  const int64_t channels = std::min(p.channels, Policy::max_blocks / split);
+  cuda::launch_clustered(train_by_channel_kernel<Policy, S, V>,
+                         dim3(static_cast<unsigned>(channels * split)), dim3(Policy::threads), 0,
+                         split, stream, "batch norm kernel launch", p, split);
+}
+
+struct StagedArgs {
+  int split;               // blocks per channel (a cluster when > 1)
+  uint32_t part;           // vectors of a channel per block (the last block may have fewer)
+  uint32_t vectors;        // vectors per channel
+  FastDivmod run_vectors;  // vectors per contiguous run of a channel (one batch entry's plane)
+  int64_t x_run_stride, out_run_stride;  // elements between a channel's runs in x and out
+};
+
+// One channel per block or cluster: each block copies its slice of the channel into shared memory
+// with 16-byte cp.async copies (all issued before the first wait), reduces shifted sums (shift =
+// the channel's first element, so the variance keeps its precision for large means) from there,
+// the blocks' sums meet in rank order through distributed shared memory, and each block
+// normalises its slice from shared memory: x is read once.
+template <class S>
+__global__ void __launch_bounds__(StagedTrainingPolicy::threads)
+    train_staged_kernel(const __grid_constant__ Plan p, StagedArgs a) {
+  using T = math::compute_t<S>;
+  using Traits = math::StorageTraits<S>;
+  constexpr int kWidth = 16 / static_cast<int>(sizeof(S));
+  constexpr int kThreads = StagedTrainingPolicy::threads;
+  using Vec = rows::Pack<S, kWidth>;
+  extern __shared__ uint4 staged[];
+  __shared__ T scratch[32];
+  __shared__ T exchange[2];  // cluster slots: sum of d, sum of d^2
+  const rows::Walk& w = p.by_channel;
+  const int64_t c = blockIdx.x / a.split;
+  const int rank = static_cast<int>(blockIdx.x % static_cast<unsigned>(a.split));
+  const uint32_t first = rank * a.part;
+  const uint32_t count = min(a.part, a.vectors - min(first, a.vectors));
+  const S* x = static_cast<const S*>(p.x_c.data) + rows::row_offset(w, p.x_c, c);
+  S* out = static_cast<S*>(p.out_c.data) + rows::row_offset(w, p.out_c, c);
+  // Element offset of vector m of the channel in x (or out).
+  auto offset = [&](uint32_t m, int64_t run_stride) {
+    const uint32_t run = a.run_vectors.div(m);
+    return run * run_stride + int64_t{m - run * a.run_vectors.divisor} * kWidth;
+  };
+  for (uint32_t i = threadIdx.x; i < count; i += kThreads) {
+    const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(staged + i));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(to),
+                 "l"(x + offset(first + i, a.x_run_stride))
+                 : "memory");
+  }
+  rows::commit_staged();
+  const T shift = Traits::to_compute(x[0]);
+  rows::wait_staged<0>();
+  __syncthreads();
+  T sum_d = 0, sum_d2 = 0;
+  for (uint32_t i = threadIdx.x; i < count; i += kThreads) {
+    const Vec xv = *reinterpret_cast<const Vec*>(staged + i);
+#pragma unroll
+    for (int e = 0; e < kWidth; ++e) {
+      const T d = Traits::to_compute(xv.v[e]) - shift;
+      sum_d += d;
+      sum_d2 += d * d;
+    }
+  }
+  sum_d = rows::block_sum(sum_d, scratch);
+  sum_d2 = rows::block_sum(sum_d2, scratch);
+  if (a.split > 1) {
+    sum_d = rows::cluster_reduce(sum_d, rows::Plus{}, &exchange[0]);
+    sum_d2 = rows::cluster_reduce(sum_d2, rows::Plus{}, &exchange[1]);
+  }
+  const auto k = train_channel<T>(p, c, shift, sum_d, sum_d2, threadIdx.x == 0 && rank == 0);
+  for (uint32_t i = threadIdx.x; i < count; i += kThreads) {
+    const Vec xv = *reinterpret_cast<const Vec*>(staged + i);
+    Vec yv;
+#pragma unroll
+    for (int e = 0; e < kWidth; ++e)
+      yv.v[e] = Traits::from_compute(math::apply_activation(
+          p.act, (Traits::to_compute(xv.v[e]) - k.shift - k.center) * k.scale + k.bias));
+    *reinterpret_cast<Vec*>(out + offset(first + i, a.out_run_stride)) = yv;
+  }
+  if (a.split > 1) rows::cluster_done();
+}
+
+// Prepares train_staged_kernel<S> on `device` once (the dynamic shared memory it may take).
+template <class S>
+void prepare_staged_training(int32_t device) {
+  static std::atomic<bool> done[64];
+  const bool cacheable = device >= 0 && device < 64;
+  if (cacheable && done[device].load(std::memory_order_acquire)) return;
+  cuda::check(
+      cudaFuncSetAttribute(train_staged_kernel<S>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(StagedTrainingPolicy::slice_bytes)),
+      "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
+  if (cacheable) done[device].store(true, std::memory_order_release);
+}
+
+// The staged kernel where it applies: channels-first data whose channel runs fill whole 16-byte
+// vectors (x and out 16-byte aligned), a channel no larger than max_split slices (one slice
+// without clusters). False otherwise: the caller reads x twice instead.
+template <class S>
+bool launch_staged_training(const Plan& p, int32_t device, cudaStream_t stream) {
+  using Policy = StagedTrainingPolicy;
+  constexpr int kWidth = 16 / static_cast<int>(sizeof(S));
+  const rows::Walk& w = p.by_channel;
+  if (p.channels_last || w.inner_ndim < 1 || w.inner_ndim > 2 || !channel_vectors_fit(p, kWidth))
+    return false;
+  const int64_t vectors = p.count / kWidth;
+  const int64_t slice_vectors = Policy::slice_bytes / 16;
+  const int max_split = cuda::compute_major(device) >= 9 ? Policy::max_split : 1;
+  const int64_t split = (vectors + slice_vectors - 1) / slice_vectors;
+  if (split > max_split || vectors >= (int64_t{1} << 31) || p.channels * split > 0x7fffffff)
+    return false;
+  StagedArgs a;
+  a.split = static_cast<int>(split);
+  a.vectors = static_cast<uint32_t>(vectors);
+  a.part = static_cast<uint32_t>((vectors + split - 1) / split);
+  const int64_t run = w.inner_shape[w.inner_ndim - 1];  // elements per contiguous run
+  a.run_vectors = FastDivmod(static_cast<uint32_t>(run / kWidth));
+  a.x_run_stride = w.inner_ndim == 2 ? p.x_c.inner[0] : 0;
+  a.out_run_stride = w.inner_ndim == 2 ? p.out_c.inner[0] : 0;
+  prepare_staged_training<S>(device);
+  cuda::launch_clustered(train_staged_kernel<S>, dim3(static_cast<unsigned>(p.channels * split)),
+                         dim3(Policy::threads), static_cast<size_t>(a.part) * 16, a.split, stream,
+                         "batch norm kernel launch", p, a);
+  return true;
+}
+
+template <class S>
+void launch_training(const Plan& p, int32_t device, cudaStream_t stream) {
+  if (launch_staged_training<S>(p, device, stream)) return;
+  if (p.channels_last && p.channels >= ColumnPolicy::lanes) {
+    const int64_t groups = (p.channels + ColumnPolicy::lanes - 1) / ColumnPolicy::lanes;
+    train_channels_last_kernel<ColumnPolicy, S>
+        <<<static_cast<unsigned>(std::min(groups, ColumnPolicy::max_blocks)), ColumnPolicy::threads,
+           0, stream>>>(p);
+  } else {
+    constexpr int V = 16 / sizeof(S);
+    if (channel_vectors_fit(p, V))
+      launch_by_channel<S, V>(p, device, stream);
+    else
+      launch_by_channel<S, 1>(p, device, stream);
+  }
+}
+
+}  // namespace
+
+void run_training_cuda(const Plan& plan, int32_t device_id, cudaStream_t stream) {
+  switch (plan.dtype) {
+    case KF_DTYPE_FLOAT16: launch_training<math::half_t>(plan, device_id, stream); break;
+    case KF_DTYPE_BFLOAT16: launch_training<math::bfloat16_t>(plan, device_id, stream); break;
+    case KF_DTYPE_FLOAT64: launch_training<double>(plan, device_id, stream); break;
+    default: launch_training<float>(plan, device_id, stream); break;
+  }
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess)
+    fail(KF_ERROR_CUDA, "batch norm kernel launch: %s (%s)", cudaGetErrorString(e),
+         cudaGetErrorName(e));
+}
+
+}  // namespace kf::batch_norm

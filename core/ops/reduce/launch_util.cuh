@@ -1,0 +1,52 @@
+// Small launch helpers of the reduction and batch norm CUDA kernels: division by a run-time
+// constant without a divide instruction, and the number of blocks of a kernel that fit on the
+// device at once (so that a grid can be one full wave).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "core/runtime/cuda/device_caps.hpp"
+
+namespace kf::reduce {
+
+// n / d for a run-time constant d with a multiply-high and a shift (Granlund-Montgomery); exact
+// for dividends and divisors below 2^31. Three instructions instead of a ~20-instruction division.
+struct FastDivmod {
+  uint32_t divisor = 1, multiplier = 1, shift = 0;
+  FastDivmod() = default;
+  explicit FastDivmod(uint32_t d) : divisor(d) {
+    while (shift < 32 && (uint32_t{1} << shift) < d) ++shift;
+    multiplier =
+        static_cast<uint32_t>(((uint64_t{1} << 32) * ((uint64_t{1} << shift) - d)) / d + 1);
+  }
+  __device__ __forceinline__ uint32_t div(uint32_t n) const {
+    return (__umulhi(n, multiplier) + n) >> shift;
+  }
+  __device__ __forceinline__ uint32_t mod(uint32_t n) const { return n - div(n) * divisor; }
+};
+
+// Blocks of `kernel` that are resident on `device` at once (at least one per SM), for blocks of
+// `threads` threads and at most `smem` bytes of dynamic shared memory each (every launch of the
+// kernel passes the same two numbers: the answer is queried once per device).
+template <auto kKernel>
+int64_t resident_blocks(int32_t device, int threads, size_t smem) {
+  static std::atomic<int> per_sm_cache[64];
+  const bool cacheable = device >= 0 && device < 64;
+  int per_sm = cacheable ? per_sm_cache[device].load(std::memory_order_relaxed) : 0;
+  if (per_sm == 0) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kKernel, threads, smem) !=
+            cudaSuccess ||
+        per_sm < 1) {
+      cudaGetLastError();  // a failed query is not an error of the op: assume one block per SM
+      per_sm = 1;
+    }
+    if (cacheable) per_sm_cache[device].store(per_sm, std::memory_order_relaxed);
+  }
+  return int64_t{per_sm} * cuda::sm_count(device);
+}
+
+}  // namespace kf::reduce
