@@ -148,11 +148,15 @@ struct AddSums {
 // Written for few instructions per element (a 16-bit row has about 25 issue slots per element at
 // H200 bandwidth): padding loads as 0, both sums of differences in one reduction, the activation
 // chosen outside the output loop.
-template <class P, class S>
-__global__ void __launch_bounds__(P::threads) cached_kernel(const __grid_constant__ Plan p) {
+// kResidual: the form with a residual has its own instantiation, so the common form does not
+// pay for the second row's registers.
+template <class P, class S, bool kResidual>
+__global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
+    cached_kernel(const __grid_constant__ Plan p) {
   using T = math::compute_t<S>;
   using Traits = math::StorageTraits<S>;
   using Prim = typename math::PrimitivesFor<S>::type;
+  using Vec = rows::Pack<S, P::vec>;
   __shared__ T scratch[32];
   __shared__ Sums<T> pair_scratch[32];
   const rows::Walk& w = p.walk;
@@ -165,20 +169,20 @@ __global__ void __launch_bounds__(P::threads) cached_kernel(const __grid_constan
     const int64_t length = row < w.rows ? n : 0;  // rows past the end load and store nothing
     const int64_t r = row < w.rows ? row : 0;
     T h[P::items];
-    rows::tile_load<P>(static_cast<const S*>(p.x.data) + rows::row_offset(w, p.x, r), length, lane,
-                       h, T(0));
-    if (p.residual.data) {
+    rows::tile_load<P>(static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, r), length,
+                       lane, h, T(0));
+    if constexpr (kResidual) {
       T add[P::items];
       rows::tile_load<P>(
-          static_cast<const S*>(p.residual.data) + rows::row_offset(w, p.residual, r), length, lane,
-          add, T(0));
+          static_cast<const S*>(p.residual.data) + rows::row_offset_cold(w, p.residual, r), length,
+          lane, add, T(0));
 #pragma unroll
       for (int i = 0; i < P::items; ++i)
         h[i] = Traits::to_compute(Traits::from_compute(h[i] + add[i]));
       if (p.residual_out.data)
         rows::tile_store<P>(
-            static_cast<S*>(p.residual_out.data) + rows::row_offset(w, p.residual_out, r), length,
-            lane, h);
+            static_cast<S*>(p.residual_out.data) + rows::row_offset_cold(w, p.residual_out, r),
+            length, lane, h);
     }
     T shift = 0, scaled_center = 0, rstd;  // y = (h - shift) * rstd - scaled_center
     if (p.kind == Kind::layer) {
@@ -203,8 +207,8 @@ __global__ void __launch_bounds__(P::threads) cached_kernel(const __grid_constan
       scaled_center = s.center * rstd;  // small: x - shift is the exact difference
       if (lane == 0 && length > 0) {
         if (p.mean.data)
-          static_cast<T*>(p.mean.data)[rows::row_offset(w, p.mean, r)] = shift + s.center;
-        if (p.rstd.data) static_cast<T*>(p.rstd.data)[rows::row_offset(w, p.rstd, r)] = rstd;
+          static_cast<T*>(p.mean.data)[rows::row_offset_cold(w, p.mean, r)] = shift + s.center;
+        if (p.rstd.data) static_cast<T*>(p.rstd.data)[rows::row_offset_cold(w, p.rstd, r)] = rstd;
       }
     } else {
       T squares = 0;
@@ -213,28 +217,31 @@ __global__ void __launch_bounds__(P::threads) cached_kernel(const __grid_constan
       rstd = math::stats::rms_rstd<T>(rows::group_reduce(squares, rows::Plus{}, P::group, scratch),
                                       count, eps);
     }
-    // Weight and bias are read a chunk at a time (from L1/L2: every row shares them).
-    S* out = static_cast<S*>(p.out.data) + rows::row_offset(w, p.out, r);
+    // Weight and bias are read a chunk at a time (from L1/L2: every row shares them; holding them
+    // in registers across rows cost more registers than it saved). The activation runs over the
+    // finished row in its own short loop, so its temporaries are not live beside w and b.
     const S* weight = static_cast<const S*>(p.weight.data);
     const S* bias = static_cast<const S*>(p.bias.data);
+#pragma unroll
+    for (int k = 0; k < P::chunks; ++k) {
+      const int64_t c = rows::tile_col<P>(lane, k);
+      Vec wk, bk;
+      if (weight && c < n) wk = *reinterpret_cast<const Vec*>(weight + c);
+      if (bias && c < n) bk = *reinterpret_cast<const Vec*>(bias + c);
+#pragma unroll
+      for (int e = 0; e < P::vec; ++e) {
+        T y = (h[k * P::vec + e] - shift) * rstd - scaled_center;
+        if (weight) y *= Traits::to_compute(wk.v[e]);
+        if (bias) y += Traits::to_compute(bk.v[e]);
+        h[k * P::vec + e] = y;
+      }
+    }
     with_activation(p.act, [&](auto act) {
 #pragma unroll
-      for (int k = 0; k < P::chunks; ++k) {
-        const int64_t c = rows::tile_col<P>(lane, k);
-        if (c >= length) continue;
-        rows::Pack<S, P::vec> wk, bk, yk;
-        if (weight) wk = *reinterpret_cast<const rows::Pack<S, P::vec>*>(weight + c);
-        if (bias) bk = *reinterpret_cast<const rows::Pack<S, P::vec>*>(bias + c);
-#pragma unroll
-        for (int e = 0; e < P::vec; ++e) {
-          T y = (h[k * P::vec + e] - shift) * rstd - scaled_center;
-          if (weight) y *= Traits::to_compute(wk.v[e]);
-          if (bias) y += Traits::to_compute(bk.v[e]);
-          yk.v[e] = Traits::from_compute(act(y, Prim{}));
-        }
-        *reinterpret_cast<rows::Pack<S, P::vec>*>(out + c) = yk;
-      }
+      for (int i = 0; i < P::items; ++i) h[i] = act(h[i], Prim{});
     });
+    rows::tile_store<P>(static_cast<S*>(p.out.data) + rows::row_offset_cold(w, p.out, r), length,
+                        lane, h);
   }
 }
 
@@ -404,8 +411,12 @@ template <class S, int V>
 bool launch_cached(const Plan& p, cudaStream_t stream) {
   return rows::with_tile_policy<S, V>(p.walk.row_length, [&](auto policy) {
     using P = decltype(policy);
-    cached_kernel<P, S>
-        <<<rows::tile_grid(p.walk.rows, P::rows_per_block), P::threads, 0, stream>>>(p);
+    const unsigned grid = rows::tile_grid(p.walk.rows, P::rows_per_block);
+    if (p.residual.data) {
+      cached_kernel<P, S, true><<<grid, P::threads, 0, stream>>>(p);
+    } else {
+      cached_kernel<P, S, false><<<grid, P::threads, 0, stream>>>(p);
+    }
   });
 }
 

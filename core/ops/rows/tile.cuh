@@ -26,6 +26,18 @@ struct TilePolicy {
   static constexpr int rows_per_block = kThreads / kGroup;
 };
 
+// Blocks per SM a register-cached kernel is compiled for (its __launch_bounds__): 256-thread
+// blocks keep two resident (at most 128 registers), three when a thread holds at most 16 floats
+// (at most 85). Left to itself the compiler took 137 registers for 32 floats (one block per SM)
+// and 90-114 for 16 (two): an H200 run (2026-11-26, kf-bench) measured softmax f32 rows of 1024
+// at 71 % of copy with one resident block against 93 % with two, and the norms' 64-element
+// rows 8-10 points faster at three blocks than at two.
+template <class P, class S>
+constexpr int tile_min_blocks() {
+  if (P::threads != 256) return 1;
+  return sizeof(math::compute_t<S>) == 4 && P::items <= 16 ? 3 : 2;
+}
+
 template <class S, int V>
 struct alignas(sizeof(S) * V) Pack {
   S v[V];

@@ -95,7 +95,8 @@ __global__ void __launch_bounds__(Policy::threads)
 // per-row work (the query index, the logarithm) is done only by the forms that need it. 16-bit
 // rows use the fast exponential of math::HalfStorage (a few ulp of float, below their rounding).
 template <class P, class S>
-__global__ void __launch_bounds__(P::threads) cached_kernel(const __grid_constant__ Plan p) {
+__global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
+    cached_kernel(const __grid_constant__ Plan p) {
   using T = math::compute_t<S>;
   using Prim = typename math::PrimitivesFor<S>::type;
   namespace st = math::stats;
@@ -110,11 +111,11 @@ __global__ void __launch_bounds__(P::threads) cached_kernel(const __grid_constan
     const int64_t length = row < w.rows ? n : 0;  // rows past the end load and store nothing
     const int64_t r = row < w.rows ? row : 0;
     T v[P::items];
-    rows::tile_load<P>(static_cast<const S*>(p.x.data) + rows::row_offset(w, p.x, r), length, lane,
-                       v, minus_inf);
+    rows::tile_load<P>(static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, r), length,
+                       lane, v, minus_inf);
     if (p.mask.data) {
       T add[P::items];
-      rows::tile_load<P>(static_cast<const S*>(p.mask.data) + rows::row_offset(w, p.mask, r),
+      rows::tile_load<P>(static_cast<const S*>(p.mask.data) + rows::row_offset_cold(w, p.mask, r),
                          length, lane, add, T(0));
 #pragma unroll
       for (int i = 0; i < P::items; ++i) v[i] = scale * v[i] + add[i];
@@ -167,8 +168,8 @@ __global__ void __launch_bounds__(P::threads) cached_kernel(const __grid_constan
 #pragma unroll
       for (int i = 0; i < P::items; ++i) v[i] *= inv_sum;
     }
-    rows::tile_store<P>(static_cast<S*>(p.out.data) + rows::row_offset(w, p.out, r), length, lane,
-                        v);
+    rows::tile_store<P>(static_cast<S*>(p.out.data) + rows::row_offset_cold(w, p.out, r), length,
+                        lane, v);
   }
 }
 
