@@ -53,6 +53,15 @@ ParamLayout param_layout(const Graph& g, const kf_compile_options_t& options) {
   // of the vector, and 16 copies of a long graph cost NVRTC time for no bandwidth (1-byte
   // bindings then move 8-byte vectors).
   l.vector_elements = std::min(16 / std::max(narrowest, 1), 8);
+  // At least 32 bytes of inputs in flight per thread and step (one 16-byte vector of a single
+  // input left too few loads in flight to cover the memory latency), at most 16 elements: the
+  // graph is inlined once per element.
+  size_t input_bytes = 0;
+  for (int32_t i = 0; i < l.n_inputs; ++i)
+    input_bytes += static_cast<size_t>(l.element_bytes[static_cast<size_t>(i)]);
+  const size_t step_bytes = input_bytes * static_cast<size_t>(l.vector_elements);
+  l.unroll = step_bytes == 0 ? 1 : static_cast<int32_t>(std::max<size_t>(1, 32 / step_bytes));
+  l.unroll = std::min(l.unroll, std::max(1, 16 / l.vector_elements));
   const size_t bindings = l.element_bytes.size();
   if (l.image) {
     l.item_slots = kImageHeaderSlots + 7 * static_cast<size_t>(l.n_inputs) +
@@ -68,6 +77,14 @@ ParamLayout param_layout(const Graph& g, const kf_compile_options_t& options) {
   const size_t inline_bytes = (l.header_slots + l.item_slots * l.capacity) * 8;
   l.inline_items = inline_bytes <= kMaxParamBytes;
   l.param_bytes = l.inline_items ? inline_bytes : l.header_slots * 8;
+  if (l.image && !l.inline_items) {
+    // out_step[O], common, crops[N][4] (two slots each).
+    const size_t compact_bytes = (l.crops_slot() + 2 * static_cast<size_t>(l.capacity)) * 8;
+    if (compact_bytes <= kMaxParamBytes) {
+      l.compact = true;
+      l.param_bytes = compact_bytes;
+    }
+  }
   return l;
 }
 
