@@ -342,6 +342,18 @@ KF_HOST_DEVICE bool is_nan(T x) {
   return x != x;
 }
 
+// Whether x's sign bit is set (-0 included).
+KF_HOST_DEVICE bool sign_bit(float x) { return (float_bits(x) >> 31) != 0; }
+KF_HOST_DEVICE bool sign_bit(double x) {
+#if KF_DEVICE_CODE
+  return __double_as_longlong(x) < 0;
+#else
+  long long u;
+  __builtin_memcpy(&u, &x, sizeof u);
+  return u < 0;
+#endif
+}
+
 // |x| with the sign bit cleared (-0 gives +0; a NaN stays NaN): on the device an operand
 // modifier of the instruction that uses it.
 KF_HOST_DEVICE float magnitude_of(float x) { return ::fabsf(x); }
@@ -543,13 +555,24 @@ KF_HOST_DEVICE Compute<D> from_value(double v) {
 
 namespace detail {
 
-// min and max return a when a is NaN, b when only b is NaN, and a when the two compare equal
-// (min(-0, +0) is -0, min(+0, -0) is +0). Written as one select on two comparisons: min takes b
-// when !(a <= b) (b smaller, or either NaN) and a is a number.
+// Floating min and max are IEEE 754-2019 minimum and maximum: NaN when either operand is NaN,
+// and -0 below +0 (min(+0, -0) is -0, max(-0, +0) is +0), so the result does not depend on the
+// operands' order. On the device, f32 (and f16/bf16, computed in f32) is one instruction
+// (min.NaN / max.NaN, FMNMX.NAN); elsewhere comparisons (equal operands differ in bits only as
+// signed zeros).
 template <int D>
 KF_HOST_DEVICE Compute<D> min_of(Compute<D> a, Compute<D> b) {
   if constexpr (DtypeTraits<D>::floating) {
-    return (!(a <= b) && a == a) ? b : a;
+#if KF_DEVICE_CODE
+    if constexpr (sizeof(Compute<D>) == sizeof(float)) {
+      float r;
+      asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+      return r;
+    }
+#endif
+    if (is_nan(a) || is_nan(b)) return a + b;  // a NaN
+    if (a == b) return sign_bit(a) ? a : b;    // -0 below +0; equal values otherwise
+    return a < b ? a : b;
   } else {
     return b < a ? b : a;
   }
@@ -558,7 +581,16 @@ KF_HOST_DEVICE Compute<D> min_of(Compute<D> a, Compute<D> b) {
 template <int D>
 KF_HOST_DEVICE Compute<D> max_of(Compute<D> a, Compute<D> b) {
   if constexpr (DtypeTraits<D>::floating) {
-    return (!(a >= b) && a == a) ? b : a;
+#if KF_DEVICE_CODE
+    if constexpr (sizeof(Compute<D>) == sizeof(float)) {
+      float r;
+      asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+      return r;
+    }
+#endif
+    if (is_nan(a) || is_nan(b)) return a + b;  // a NaN
+    if (a == b) return sign_bit(a) ? b : a;    // +0 above -0; equal values otherwise
+    return a < b ? b : a;
   } else {
     return a < b ? b : a;
   }

@@ -1035,4 +1035,70 @@ TEST_F(RandomGraphTest, FloatDivisionAndRootsAreCorrectlyRounded) {
   }
 }
 
+// Float min and max are IEEE 754-2019 minimum and maximum on both backends, bit for bit: NaN if
+// either operand is NaN, -0 below +0 whatever the operands' order; clamp is their composition.
+TEST_F(RandomGraphTest, FloatMinMaxOrderSignedZerosAndPropagateNaN) {
+  for (const kf_dtype_t dtype : {KF_DTYPE_FLOAT32, KF_DTYPE_FLOAT64, KF_DTYPE_BFLOAT16}) {
+    SCOPED_TRACE(row_test::dtype_name(dtype));
+    fusion_test::GraphHandle g(ctx());
+    Builder b{g};
+    const int32_t x = b.tensor(dtype, 1);
+    const int32_t y = b.tensor(dtype, 1);
+    b.output(b.binary(KF_BINARY_MIN, x, y));
+    b.output(b.binary(KF_BINARY_MAX, x, y));
+    b.output(b.binary(KF_BINARY_MAX, x, b.scalar(0.0)));  // a launch value operand
+    b.output(b.clamp(x, y, b.scalar(1.5)));
+    fusion_test::KernelHandle k = fusion_test::compile(g);
+    ASSERT_NE(k.k, nullptr);
+    const double kValues[] = {0.0, -0.0, 1.0, -1.0, 1.5, 2.0, -2.0, INFINITY, -INFINITY, NAN};
+    const size_t m = sizeof kValues / sizeof kValues[0];
+    std::vector<Num> xs, ys;
+    for (size_t i = 0; i < m * m; ++i) {
+      xs.push_back(Num{kValues[i / m], 0});
+      ys.push_back(Num{kValues[i % m], 0});
+    }
+    const int64_t n = static_cast<int64_t>(xs.size());
+    std::mt19937_64 rng(5);
+    DeviceTensor tx = fusion_test::make_tensor(ctx(), dtype, {n}, false, rng);
+    DeviceTensor ty = fusion_test::make_tensor(ctx(), dtype, {n}, true, rng);
+    fusion_test::upload(tx, xs);
+    fusion_test::upload(ty, ys);
+    std::vector<DeviceTensor> outs;
+    std::vector<kf_tensor_t*> handles;
+    for (int o = 0; o < 4; ++o) {
+      outs.push_back(fusion_test::make_tensor(ctx(), dtype, {n}, o == 3, rng));
+      fusion_test::poison(outs.back());
+      handles.push_back(outs.back().handle());
+    }
+    KF_ASSERT_OK(fusion_test::launch(k, 1, {tx.handle(), ty.handle()}, handles));
+    // IEEE 754-2019 minimum / maximum.
+    auto minimum = [](double a, double b) {
+      if (std::isnan(a) || std::isnan(b)) return NAN * 1.0;
+      if (a == b) return std::signbit(a) ? a : b;
+      return a < b ? a : b;
+    };
+    auto maximum = [](double a, double b) {
+      if (std::isnan(a) || std::isnan(b)) return NAN * 1.0;
+      if (a == b) return std::signbit(a) ? b : a;
+      return a < b ? b : a;
+    };
+    for (int o = 0; o < 4; ++o) {
+      const std::vector<Num> got = fusion_test::download(outs[o], "output " + std::to_string(o));
+      for (size_t i = 0; i < got.size(); ++i) {
+        const double a = xs[i].f, c = ys[i].f;
+        const double want = o == 0   ? minimum(a, c)
+                            : o == 1 ? maximum(a, c)
+                            : o == 2 ? maximum(a, 0.0)
+                                     : minimum(maximum(a, c), 1.5);
+        const double value = got[i].f;
+        const bool same = (std::isnan(want) && std::isnan(value)) ||
+                          (value == want && std::signbit(value) == std::signbit(want));
+        EXPECT_TRUE(same) << "output " << o << " (" << a << ", " << c << "): got " << value
+                          << ", want " << want;
+      }
+    }
+    if (HasFailure()) return;
+  }
+}
+
 }  // namespace
