@@ -62,6 +62,7 @@ struct ParamLayout {
   int32_t vector_elements = 1;  // tensor graphs: elements per thread and step in kVector mode
   std::vector<int32_t> element_bytes;  // per binding: inputs, then outputs
   int32_t unroll = 1;  // tensor graphs: vectors per binding per thread and step in kVector mode
+  bool persistent = false;  // tensor graphs: resident blocks loop (heavy graphs), else one pass
   size_t item_slots = 0;
   size_t header_slots = 0;  // values, n_items, items
   size_t param_bytes = 0;   // the whole kernel parameter
@@ -78,6 +79,11 @@ ParamLayout param_layout(const Graph& g, const kf_compile_options_t& options);
 
 // Encodes one item into item_slots 8-byte slots at dst.
 void encode_item(const ParamLayout& layout, const Item& item, int64_t* dst);
+
+// Item `index` of a uniform launch (LaunchPlan::uniform_items), from item 0's encoding: its
+// slots with the item's crop and the outputs advanced by index * output_steps[o] bytes.
+void encode_uniform_item(const ParamLayout& layout, const int64_t* item0, const kf_rect_t& crop,
+                         int64_t index, const std::vector<int64_t>& output_steps, int64_t* dst);
 
 }  // namespace fusion
 }  // namespace kf

@@ -162,10 +162,11 @@ class CudaProgram final : public Program {
                    static_cast<unsigned>(items));
     } else {
       *threads = dim3(kBlockThreads, 1, 1);
+      // Heavy graphs: the resident blocks, looping; light ones: one pass (layout_.persistent).
       const int64_t blocks = (max_units + kBlockThreads - 1) / kBlockThreads;
-      *grid =
-          dim3(static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(blocks, max_blocks_))),
-               static_cast<unsigned>(std::min<size_t>(n_items, 65535)), 1);
+      const int64_t cap = layout_.persistent ? max_blocks_ : int64_t{0x7fffffff};
+      *grid = dim3(static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(blocks, cap))),
+                   static_cast<unsigned>(std::min<size_t>(n_items, 65535)), 1);
     }
   }
 
@@ -200,7 +201,6 @@ class CudaProgram final : public Program {
   // Every item encoded (a uniform plan's items written out one by one).
   void launch_items(const LaunchPlan& plan, cudaStream_t stream) const {
     const size_t n_items = plan_size(plan);
-    thread_local Item scratch;
     // The block is rebuilt for every launch in a per-thread buffer (no allocation once grown).
     thread_local std::vector<int64_t> block;
     const size_t header = layout_.header_slots;
@@ -216,7 +216,13 @@ class CudaProgram final : public Program {
     int64_t max_units = 0, max_h = 0, max_w = 0;
     for (size_t i = 0; i < n_items; ++i) {
       int64_t* dst = items + i * item_slots;
-      encode_item(layout_, plan_item(plan, i, &scratch), dst);
+      if (plan.uniform_items > 0 && i > 0) {
+        // Item 0's slots with this item's crop and output offsets.
+        encode_uniform_item(layout_, items, plan.crops ? plan.crops[i] : plan.items[0].crop,
+                            static_cast<int64_t>(i), plan.output_steps, dst);
+      } else {
+        encode_item(layout_, plan.items[i], dst);
+      }
       if (layout_.image) {
         max_h = std::max(max_h, dst[0]);
         max_w = std::max(max_w, dst[1]);
