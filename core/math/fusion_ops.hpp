@@ -35,7 +35,8 @@
 //   from_value<D>(double)           a launch value (scalar, constant) met by an operand of dtype D
 //   wrap<D>(unsigned long long)     reduce an integer modulo 2^bits(D) (integer D only)
 //   unary<Op, D>(x)                 Op = kf_unary_op_t
-//   binary<Op, D>(a, b)             Op = KF_BINARY_ADD .. KF_BINARY_POW
+//   binary<Op, D>(a, b)             Op = KF_BINARY_ADD .. KF_BINARY_POW (float min / max: IEEE
+//                                   754-2019 minimum / maximum, -0 below +0, NaN propagating)
 //   unary_v<Fast, Op, D>(x, ok), binary_v<Fast, Op, D>(a, b, ok)   the same, fast paths allowed
 //                                   (ok: a FastCheck; recompute exactly unless ok.passed())
 //   div_v<Fast, D>(a, divisor, ok)  a / b for b prepared once by make_divisor (a launch value)
