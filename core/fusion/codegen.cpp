@@ -7,10 +7,19 @@
 // that differ only in values share one kernel. The text depends only on the graph and the
 // options (no pointers, no hashes), so it can be hashed for the disk cache.
 //
-// Tensor graphs: blockIdx.y is the item, a grid-stride loop over its elements in one of three
-// modes chosen per item at launch (16-byte vectors, contiguous, strided/broadcast).
-// Image graphs: blockIdx.z is the item, a 2-D grid-stride loop over the item's output pixels;
-// each pixel evaluates every node for all its channels and writes (y, x, c) of each output.
+// Tensor graphs: blockIdx.y is the item, a grid-stride loop over its elements in one of four
+// modes chosen per item at launch (16-byte vectors, kUnroll of them per binding and thread in
+// flight; contiguous; strided/broadcast in 32- or 64-bit coordinates).
+// Image graphs: blockIdx.z is the item, a 2-D grid-stride loop over the item's output pixels,
+// columns outer (each read's column sample is computed once per column) and rows inner (the row
+// sample once per row); each pixel evaluates every node for all its channels and writes (y, x, c)
+// of each output.
+//
+// Fast paths. Where a graph divides or takes square roots in f32 (fusion_ops.hpp: fast::div and
+// friends), the per-element code is generated twice, as element<true> / the `true` block (fast
+// paths, recording their operands in a km::FastCheck `ok`) and element<false> / the `false`
+// block (the exact functions). A vector of elements (a pixel in image graphs) is computed fast
+// and, unless ok.passed(), recomputed exactly: the results are those of the exact functions.
 #include <algorithm>
 #include <cstdarg>
 #include <string>
@@ -102,7 +111,11 @@ class Writer {
     text_ += '\n';
   }
   void open(const std::string& head) {
-    line("%s {", head.c_str());
+    if (head.empty()) {
+      line("{");
+    } else {
+      line("%s {", head.c_str());
+    }
     indent_ += 2;
   }
   void close(const char* tail = "}") {
@@ -128,16 +141,22 @@ class Generator {
   Generator(const Graph& g, const kf_compile_options_t& options)
       : g_(g), layout_(param_layout(g, options)), live_(g.nodes.size(), false) {
     for (const Output& o : g.outputs) mark_live(o.node);
+    for (size_t id = 0; id < g.nodes.size(); ++id)
+      has_fast_ = has_fast_ || (live_[id] && fast_path(g.nodes[id]));
   }
 
   std::string generate() {
-    preamble();
+    // The kernel first: it names the launch values it needs (konst), which the preamble's
+    // Consts then declares.
     if (g_.image) {
       image_kernel();
     } else {
       tensor_kernel();
     }
-    return w_.take();
+    const std::string body = w_.take();
+    preamble();
+    consts_struct();
+    return w_.take() + body;
   }
 
  private:
@@ -148,15 +167,39 @@ class Generator {
     for (int32_t i = 0; i < n.n_args; ++i) mark_live(n.args[i]);
   }
 
+  static bool computed_in_float(kf_dtype_t d) {
+    return d == KF_DTYPE_FLOAT32 || d == KF_DTYPE_FLOAT16 || d == KF_DTYPE_BFLOAT16;
+  }
+
+  // The operand dtype of a binary node (weak constants take the other operand's).
+  kf_dtype_t binary_dtype(const Node& n) const {
+    const Node& a = g_.nodes[n.args[0]];
+    return a.weak ? g_.nodes[n.args[1]].dtype : a.dtype;
+  }
+
+  // Whether the node has a fast path that records in ok (fusion_ops.hpp *_has_fast_path).
+  bool fast_path(const Node& n) const {
+    switch (n.kind) {
+      case NodeKind::unary:
+        return computed_in_float(g_.nodes[n.args[0]].dtype) &&
+               (n.op == KF_UNARY_SQRT || n.op == KF_UNARY_RSQRT);
+      case NodeKind::binary: return n.op == KF_BINARY_DIV && computed_in_float(binary_dtype(n));
+      case NodeKind::normalize: return g_.nodes[n.args[0]].dtype != KF_DTYPE_FLOAT64;
+      default: return false;
+    }
+  }
+
   std::string var(int32_t id) const { return "v" + std::to_string(id); }
 
   // Channel c of node id's value, in dtype `as` (the operand dtype it meets): weak constants
   // become from_value of their launch value; 1-channel values broadcast.
-  std::string operand(int32_t id, int c, kf_dtype_t as) const {
+  std::string operand(int32_t id, int c, kf_dtype_t as) {
     const Node& n = g_.nodes[id];
     const int channel = n.channels == 1 ? 0 : c;
     if (n.kind == NodeKind::constant) {
-      return format("km::from_value<%s>(values[%d])", dtype_name(as), n.value_offset + channel);
+      const int slot = n.value_offset + channel;
+      return konst(format("c%d_%s", slot, dtype_tag(as)), format("km::Compute<%s>", dtype_name(as)),
+                   {format("km::from_value<%s>(p.values[%d])", dtype_name(as), slot)});
     }
     if (!g_.image) return var(id);
     return format("%s[%d]", var(id).c_str(), channel);
@@ -186,6 +229,13 @@ class Generator {
     w_.line("long long n_items;");
     w_.line("const Item* items;  // the item table in device memory, when not inline");
     if (layout_.inline_items) w_.line("Item inline_items[%d];", layout_.capacity);
+    if (layout_.compact) {
+      w_.line("// Uniform launches (items null): item i is `common` with crops[i] and output o");
+      w_.line("// advanced by i * out_step[o] bytes.");
+      w_.line("long long out_step[%d];", layout_.n_outputs);
+      w_.line("Item common;");
+      w_.line("int crops[%d][4];  // x, y, width, height", layout_.capacity);
+    }
     w_.close("};");
     w_.line("static_assert(sizeof(Params) == %zu, \"Params: see core/fusion/kernel_params.hpp\");",
             layout_.param_bytes);
@@ -241,8 +291,13 @@ class Generator {
         declare();
         const kf_dtype_t x = g_.nodes[n.args[0]].dtype;
         for (int c = 0; c < channels; ++c) {
-          assign(c, format("km::unary<km::unary_op::%s, %s>(%s)", unary_name(n.op), dtype_name(x),
-                           operand(n.args[0], c, x).c_str()));
+          if (fast_path(n)) {
+            assign(c, format("km::unary_v<%s, km::unary_op::%s, %s>(%s, ok)", fast_,
+                             unary_name(n.op), dtype_name(x), operand(n.args[0], c, x).c_str()));
+          } else {
+            assign(c, format("km::unary<km::unary_op::%s, %s>(%s)", unary_name(n.op), dtype_name(x),
+                             operand(n.args[0], c, x).c_str()));
+          }
         }
         return;
       }
@@ -256,14 +311,29 @@ class Generator {
       }
       case NodeKind::binary: {
         declare();
-        const Node& a = g_.nodes[n.args[0]];
-        const Node& b = g_.nodes[n.args[1]];
-        const kf_dtype_t t = a.weak ? b.dtype : a.dtype;  // the operands' common dtype
+        const kf_dtype_t t = binary_dtype(n);  // the operands' common dtype
         const bool comparison = n.op >= KF_BINARY_EQ;
+        const Node& divisor = g_.nodes[n.args[1]];
         for (int c = 0; c < channels; ++c) {
-          assign(c, format("km::%s<km::binary_op::%s, %s>(%s, %s)",
-                           comparison ? "compare" : "binary", binary_name(n.op), dtype_name(t),
-                           operand(n.args[0], c, t).c_str(), operand(n.args[1], c, t).c_str()));
+          if (fast_path(n) && divisor.kind == NodeKind::constant) {
+            // A launch value: its reciprocal is prepared once per thread.
+            const int slot = divisor.value_offset + (divisor.channels == 1 ? 0 : c);
+            const std::string d =
+                konst(format("c%d_%s_divisor", slot, dtype_tag(t)),
+                      format("km::Divisor<km::Compute<%s>>", dtype_name(t)),
+                      {format("km::make_divisor(km::from_value<%s>(p.values[%d]))", dtype_name(t),
+                              slot)});
+            assign(c, format("km::div_v<%s, %s>(%s, %s, ok)", fast_, dtype_name(t),
+                             operand(n.args[0], c, t).c_str(), d.c_str()));
+          } else if (fast_path(n)) {
+            assign(c, format("km::binary_v<%s, km::binary_op::%s, %s>(%s, %s, ok)", fast_,
+                             binary_name(n.op), dtype_name(t), operand(n.args[0], c, t).c_str(),
+                             operand(n.args[1], c, t).c_str()));
+          } else {
+            assign(c, format("km::%s<km::binary_op::%s, %s>(%s, %s)",
+                             comparison ? "compare" : "binary", binary_name(n.op), dtype_name(t),
+                             operand(n.args[0], c, t).c_str(), operand(n.args[1], c, t).c_str()));
+          }
         }
         return;
       }
@@ -301,8 +371,10 @@ class Generator {
       case NodeKind::color: {
         declare();
         const Node& x = g_.nodes[n.args[0]];
-        const std::string alpha =
-            n.value_count > 0 ? format("values[%d]", n.value_offset) : std::string("0.0");
+        const std::string alpha = n.value_count > 0
+                                      ? konst(format("a%d", n.value_offset), "double",
+                                              {format("p.values[%d]", n.value_offset)})
+                                      : std::string("0.0");
         w_.line("km::color_convert<km::color::%s, %s>(%s, %s, %s);", color_name(n.op),
                 dtype_name(x.dtype), var(n.args[0]).c_str(), alpha.c_str(), var(id).c_str());
         return;
@@ -310,10 +382,22 @@ class Generator {
       case NodeKind::normalize: {
         declare();
         const kf_dtype_t x = g_.nodes[n.args[0]].dtype;
+        const std::string type = format("km::NormalizeCompute<%s>", dtype_name(x));
+        auto value = [&](int slot) {
+          return konst(format("n%d", slot), type,
+                       {format("static_cast<%s>(p.values[%d])", type.c_str(), slot)});
+        };
+        auto divisor = [&](int slot) {
+          return konst(
+              format("n%d_divisor", slot), format("km::Divisor<%s>", type.c_str()),
+              {format("km::make_divisor(static_cast<%s>(p.values[%d]))", type.c_str(), slot)});
+        };
         for (int c = 0; c < channels; ++c) {
-          assign(c, format("km::normalize<%s>(%s, values[%d], values[%d], values[%d])",
-                           dtype_name(x), operand(n.args[0], c, x).c_str(), n.value_offset,
-                           n.value_offset + 1 + c, n.value_offset + 1 + channels + c));
+          assign(c, format("km::normalize_v<%s, %s>(%s, %s, %s, %s, ok)",
+                           fast_path(n) ? fast_ : "false", dtype_name(x),
+                           operand(n.args[0], c, x).c_str(), value(n.value_offset).c_str(),
+                           value(n.value_offset + 1 + c).c_str(),
+                           divisor(n.value_offset + 1 + channels + c).c_str()));
         }
         return;
       }
@@ -321,24 +405,65 @@ class Generator {
     fail(KF_ERROR_INTERNAL, "codegen: unknown node kind %d", static_cast<int>(n.kind));
   }
 
-  // The launch values, copied into registers when there are few: the compiler then hoists their
-  // conversions out of the element loops (a pointer into the parameter block may alias the
-  // outputs' stores as far as it can tell).
-  void values_prologue() {
-    if (layout_.n_values == 0 || layout_.n_values > 64) {
-      w_.line("const double* values = p.values;");
-      return;
+  // A launch value in the type it is used in, computed once per thread (make_consts) rather
+  // than converted from double wherever it is used: `name` is a field of the generated Consts,
+  // with one initialiser per element (arrays: several). Returns "k.name".
+  std::string konst(const std::string& name, const std::string& type,
+                    const std::vector<std::string>& inits, bool array = false) {
+    for (const Konst& c : consts_)
+      if (c.name == name) return "k." + name;
+    consts_.push_back(Konst{name, type, inits, array || inits.size() != 1});
+    return "k." + name;
+  }
+
+  static const char* dtype_tag(kf_dtype_t d) {
+    switch (d) {
+      case KF_DTYPE_FLOAT32: return "f32";
+      case KF_DTYPE_FLOAT16: return "f16";
+      case KF_DTYPE_BFLOAT16: return "bf16";
+      case KF_DTYPE_FLOAT64: return "f64";
+      case KF_DTYPE_INT8: return "i8";
+      case KF_DTYPE_UINT8: return "u8";
+      case KF_DTYPE_INT32: return "i32";
+      case KF_DTYPE_INT64: return "i64";
     }
-    w_.line("double values[%d];", layout_.n_values);
-    w_.line("#pragma unroll");
-    w_.line("for (int i = 0; i < %d; ++i) values[i] = p.values[i];", layout_.n_values);
+    return "x";
+  }
+
+  // struct Consts and make_consts(p), after every use was generated.
+  void consts_struct() {
+    w_.line("// The launch values in the types they are used in, converted once per thread.");
+    w_.open("struct Consts");
+    for (const Konst& c : consts_) {
+      if (!c.array) {
+        w_.line("%s %s;", c.type.c_str(), c.name.c_str());
+      } else {
+        w_.line("%s %s[%zu];", c.type.c_str(), c.name.c_str(), c.inits.size());
+      }
+    }
+    w_.close("};");
+    w_.blank();
+    w_.open("__device__ __forceinline__ Consts make_consts(const Params& p)");
+    w_.line("Consts k;");
+    for (const Konst& c : consts_) {
+      if (!c.array) {
+        w_.line("k.%s = %s;", c.name.c_str(), c.inits[0].c_str());
+      } else {
+        for (size_t i = 0; i < c.inits.size(); ++i)
+          w_.line("k.%s[%zu] = %s;", c.name.c_str(), i, c.inits[i].c_str());
+      }
+    }
+    if (consts_.empty()) w_.line("(void)p;");
+    w_.line("return k;");
+    w_.close();
+    w_.blank();
   }
 
   // ---- tensor graphs
 
-  // element(values, in..., out...): the graph for one element.
+  // element<kFast>(values, in..., out..., ok): the graph for one element.
   void tensor_element_function() {
-    std::string params = "const double* values";
+    std::string params = "const Consts& k";
     for (int32_t id : g_.inputs) {
       params += format(", const km::Compute<%s> in%d", dtype_name(g_.nodes[id].dtype),
                        g_.nodes[id].input.position);
@@ -347,8 +472,12 @@ class Generator {
       params +=
           format(", km::Compute<%s>& out%zu", dtype_name(g_.nodes[g_.outputs[o].node].dtype), o);
     }
-    w_.line("// The whole graph for one element.");
+    params += ", km::FastCheck& ok";
+    w_.line("// The whole graph for one element%s.",
+            has_fast_ ? " (kFast: the fast paths, which record their operands in ok)" : "");
+    w_.line("template <bool kFast>");
     w_.open((format("__device__ __forceinline__ void element(%s)", params.c_str())));
+    fast_ = "kFast";
     for (size_t id = 0; id < g_.nodes.size(); ++id) {
       if (!live_[id]) continue;
       const Node& n = g_.nodes[id];
@@ -359,20 +488,30 @@ class Generator {
         node(static_cast<int32_t>(id));
       }
     }
+    fast_ = "false";
     for (size_t o = 0; o < g_.outputs.size(); ++o) {
       w_.line("out%zu = %s;", o, var(g_.outputs[o].node).c_str());
     }
+    if (!has_fast_) w_.line("(void)ok;");
     w_.close();
     w_.blank();
+  }
+
+  // The element's outputs, fast and (when a fast path declined) exact: `args` are element's
+  // arguments before ok.
+  void evaluate(const std::string& args) {
+    w_.line("km::FastCheck ok;");
+    w_.line("element<%s>(%s, ok);", has_fast_ ? "true" : "false", args.c_str());
+    if (has_fast_) w_.line("if (!ok.passed()) element<false>(%s, ok);", args.c_str());
   }
 
   // Loads the inputs at off[], evaluates, stores the outputs at off[].
   void tensor_at_offsets_function() {
     const int ni = layout_.n_inputs;
     w_.open(
-        "__device__ __forceinline__ void at_offsets(const double* values, char* const "
+        "__device__ __forceinline__ void at_offsets(const Consts& k, char* const "
         "(&data)[kBindings], const long long (&off)[kBindings])");
-    std::string args = "values";
+    std::string args = "k";
     for (int32_t id : g_.inputs) {
       const int pos = g_.nodes[id].input.position;
       const char* d = dtype_name(g_.nodes[id].dtype);
@@ -388,7 +527,7 @@ class Generator {
       w_.line("km::Compute<%s> out%zu;", dtype_name(g_.nodes[g_.outputs[o].node].dtype), o);
       args += format(", out%zu", o);
     }
-    w_.line("element(%s);", args.c_str());
+    evaluate(args);
     for (size_t o = 0; o < g_.outputs.size(); ++o) {
       const char* d = dtype_name(g_.nodes[g_.outputs[o].node].dtype);
       w_.line("km::store<%s>(data[%zu], off[%zu], out%zu);", d, ni + o, ni + o, o);
@@ -401,68 +540,100 @@ class Generator {
   static std::pair<const char*, int> vector_type(int bytes) {
     if (bytes >= 16) return {"uint4", bytes / 16};
     if (bytes == 8) return {"uint2", 1};
-    if (bytes == 4) return {"unsigned int", 1};
-    return {"unsigned short", 1};
+    if (bytes == 4) return {"uint1", 1};
+    return {"ushort1", 1};
   }
 
-  // The vector path: kVector consecutive elements per binding moved as whole vectors (16 bytes
-  // wherever the dtype allows).
+  // The vector path: per thread and step, kUnroll vectors of kVector consecutive elements per
+  // binding (16 bytes wherever the dtype allows), vector u of the step blockDim.x vectors after
+  // vector u - 1 (coalesced), all loaded before any is used. Elements are taken in pairs
+  // (load2 / store2: one conversion for two 16-bit values).
   void tensor_vector_body() {
     const int ni = layout_.n_inputs, no = layout_.n_outputs;
     const int e = layout_.vector_elements;
     w_.line("const long long groups = numel / kVector;");
-    w_.open("for (long long g = first; g < groups; g += stride)");
+    w_.line("const long long step = stride * kUnroll;");
+    w_.open(
+        "for (long long g0 = static_cast<long long>(blockIdx.x) * blockDim.x * kUnroll + "
+        "threadIdx.x; g0 < groups; g0 += step)");
     for (int b = 0; b < ni; ++b) {
       if (!live_[g_.inputs[b]]) continue;  // no output uses it: never read
       const auto v = vector_type(e * layout_.element_bytes[b]);
-      w_.line("%s raw%d[%d];", v.first, b, v.second);
-      w_.line("#pragma unroll");
-      w_.line(
-          "for (int k = 0; k < %d; ++k) raw%d[k] = reinterpret_cast<const %s*>(data[%d])[g "
-          "* %d + k];",
-          v.second, b, v.first, b, v.second);
-    }
-    for (int o = 0; o < no; ++o) {
-      const auto v = vector_type(e * layout_.element_bytes[ni + o]);
-      w_.line("%s raw%d[%d];", v.first, ni + o, v.second);
+      w_.line("%s raw%d[kUnroll * %d];", v.first, b, v.second);
     }
     w_.line("#pragma unroll");
-    w_.open("for (int e = 0; e < kVector; ++e)");
-    std::string args = "values";
-    for (int32_t id : g_.inputs) {
-      const int pos = g_.nodes[id].input.position;
-      const char* d = dtype_name(g_.nodes[id].dtype);
-      if (live_[id]) {
-        w_.line("const km::Compute<%s> in%d = km::load<%s>(raw%d, e);", d, pos, d, pos);
-      } else {
-        w_.line("const km::Compute<%s> in%d = {};", d, pos);
-      }
-      args += format(", in%d", pos);
-    }
-    for (int o = 0; o < no; ++o) {
-      w_.line("km::Compute<%s> out%d;", dtype_name(g_.nodes[g_.outputs[o].node].dtype), o);
-      args += format(", out%d", o);
-    }
-    w_.line("element(%s);", args.c_str());
-    for (int o = 0; o < no; ++o) {
-      w_.line("km::store<%s>(raw%d, e, out%d);", dtype_name(g_.nodes[g_.outputs[o].node].dtype),
-              ni + o, o);
+    w_.open("for (int u = 0; u < kUnroll; ++u)");
+    w_.line("const long long g = g0 + static_cast<long long>(u) * blockDim.x;");
+    for (int b = 0; b < ni; ++b) {
+      if (!live_[g_.inputs[b]]) continue;
+      const auto v = vector_type(e * layout_.element_bytes[b]);
+      w_.line("#pragma unroll");
+      w_.line(
+          "for (int k = 0; k < %d; ++k) raw%d[u * %d + k] = g < groups ? reinterpret_cast<const "
+          "%s*>(data[%d])[g * %d + k] : %s{};",
+          v.second, b, v.second, v.first, b, v.second, v.first);
     }
     w_.close();
     for (int o = 0; o < no; ++o) {
+      w_.line("km::Compute<%s> res%d[kUnroll * kVector];",
+              dtype_name(g_.nodes[g_.outputs[o].node].dtype), o);
+    }
+    // compute(F): every element with element<F>, in pairs.
+    auto compute = [&](const char* fast) {
+      w_.line("#pragma unroll");
+      w_.open("for (int e = 0; e < kUnroll * kVector; e += 2)");
+      std::string args[2] = {"k", "k"};
+      for (int32_t id : g_.inputs) {
+        const int pos = g_.nodes[id].input.position;
+        const char* d = dtype_name(g_.nodes[id].dtype);
+        if (live_[id]) {
+          w_.line("km::Compute<%s> in%d_0, in%d_1;", d, pos, pos);
+          w_.line("km::load2<%s>(raw%d, e / 2, in%d_0, in%d_1);", d, pos, pos, pos);
+        } else {
+          w_.line("const km::Compute<%s> in%d_0 = {}, in%d_1 = {};", d, pos, pos);
+        }
+        for (int h = 0; h < 2; ++h) args[h] += format(", in%d_%d", pos, h);
+      }
+      for (int o = 0; o < no; ++o)
+        for (int h = 0; h < 2; ++h) args[h] += format(", res%d[e + %d]", o, h);
+      for (int h = 0; h < 2; ++h) w_.line("element<%s>(%s, ok);", fast, args[h].c_str());
+      w_.close();
+    };
+    w_.line("km::FastCheck ok;");
+    compute(has_fast_ ? "true" : "false");
+    if (has_fast_) {
+      w_.open("if (!ok.passed())");
+      compute("false");
+      w_.close();
+    }
+    for (int o = 0; o < no; ++o) {
+      const auto v = vector_type(e * layout_.element_bytes[ni + o]);
+      w_.line("%s raw%d[kUnroll * %d];", v.first, ni + o, v.second);
+      w_.line("#pragma unroll");
+      w_.line(
+          "for (int e = 0; e < kUnroll * kVector; e += 2) km::store2<%s>(raw%d, e / 2, res%d[e], "
+          "res%d[e + 1]);",
+          dtype_name(g_.nodes[g_.outputs[o].node].dtype), ni + o, o, o);
+    }
+    w_.line("#pragma unroll");
+    w_.open("for (int u = 0; u < kUnroll; ++u)");
+    w_.line("const long long g = g0 + static_cast<long long>(u) * blockDim.x;");
+    w_.line("if (g >= groups) break;");
+    for (int o = 0; o < no; ++o) {
       const auto v = vector_type(e * layout_.element_bytes[ni + o]);
       w_.line("#pragma unroll");
       w_.line(
-          "for (int k = 0; k < %d; ++k) reinterpret_cast<%s*>(data[%d])[g * %d + k] = "
-          "raw%d[k];",
-          v.second, v.first, ni + o, v.second, ni + o);
+          "for (int k = 0; k < %d; ++k) reinterpret_cast<%s*>(data[%d])[g * %d + k] = raw%d[u * "
+          "%d + k];",
+          v.second, v.first, ni + o, v.second, ni + o, v.second);
     }
+    w_.close();
     w_.close();
     w_.open("for (long long i = groups * kVector + first; i < numel; i += stride)");
     w_.line("long long off[kBindings];");
     w_.line("#pragma unroll");
     w_.line("for (int b = 0; b < kBindings; ++b) off[b] = i;");
-    w_.line("at_offsets(values, data, off);");
+    w_.line("at_offsets(k, data, off);");
     w_.close();
   }
 
@@ -470,8 +641,10 @@ class Generator {
     const int bindings = layout_.n_inputs + layout_.n_outputs;
     w_.line("constexpr int kRank = %d;", layout_.rank);
     w_.line("constexpr int kBindings = %d;", bindings);
-    w_.line("constexpr int kVector = %d;  // elements per thread and step on the vector path",
+    w_.line("constexpr int kVector = %d;  // elements per vector on the vector path",
             layout_.vector_elements);
+    w_.line("constexpr int kUnroll = %d;  // vectors per binding per thread and step",
+            layout_.unroll);
     w_.blank();
     tensor_element_function();
     tensor_at_offsets_function();
@@ -480,7 +653,7 @@ class Generator {
     w_.open(
         "extern \"C\" __global__ void __launch_bounds__(256) kf_fused_kernel(const "
         "__grid_constant__ Params p)");
-    values_prologue();
+    w_.line("const Consts k = make_consts(p);");
     // Items beyond the grid's 65535 rows (large capacities) are taken in turn.
     w_.open("for (long long item = blockIdx.y; item < p.n_items; item += gridDim.y)");
     w_.line("const Item& it = %s[item];", layout_.inline_items ? "p.inline_items" : "p.items");
@@ -504,7 +677,7 @@ class Generator {
       w_.line("long long off[kBindings];");
       w_.line("#pragma unroll");
       w_.line("for (int b = 0; b < kBindings; ++b) off[b] = i;");
-      w_.line("at_offsets(values, data, off);");
+      w_.line("at_offsets(k, data, off);");
       w_.close();
     }
     // Strided: coordinates from the linear index, in 32 bits where the item allows (64-bit
@@ -523,7 +696,7 @@ class Generator {
       w_.line("#pragma unroll");
       w_.line("for (int b = 0; b < kBindings; ++b) off[b] += coordinate * it.strides[b][d];");
       w_.close();
-      w_.line("at_offsets(values, data, off);");
+      w_.line("at_offsets(k, data, off);");
       w_.close();
     }
     w_.close();
@@ -539,22 +712,75 @@ class Generator {
     const int pos = image.input.position;
     const ReadInfo& r = n.read;
     w_.line("km::Compute<%s> %s[%d];", dtype_name(n.dtype), var(id).c_str(), n.channels);
-    if (image.input.kind == KF_INPUT_NV12) {
+    const bool nv12 = image.input.kind == KF_INPUT_NV12;
+    const int border_channels = nv12 ? 3 : image.channels;
+    const std::string type = nv12 ? std::string("float")
+                                  : format("km::ReadCompute<%s, km::interp::%s>",
+                                           dtype_name(image.dtype), interp_name(r.interpolation));
+    std::vector<std::string> inits;
+    for (int c = 0; c < border_channels; ++c) {
+      inits.push_back(nv12 ? format("static_cast<float>(p.values[%d])", n.value_offset + c)
+                           : format("km::from_value<km::ReadDtype<%s, km::interp::%s>::value>("
+                                    "p.values[%d])",
+                                    dtype_name(image.dtype), interp_name(r.interpolation),
+                                    n.value_offset + c));
+    }
+    const std::string border = konst(format("b%d", id), type, inits, true);
+    if (nv12) {
       w_.line(
-          "km::read_nv12<km::interp::%s, km::border::%s, %s, km::color_standard::%s, %s>("
-          "image%d, geometry%d, x, y, values + %d, %s);",
-          interp_name(r.interpolation), border_name(r.border),
-          r.keep_aspect_ratio ? "true" : "false",
+          "km::read_nv12_at<km::interp::%s, km::border::%s, %s, km::color_standard::%s, %s>("
+          "image%d, sx%d, sy%d, %s, %s);",
+          interp_name(r.interpolation), border_name(r.border), keep(r) ? "true" : "false",
           r.color_standard == KF_COLOR_BT709 ? "bt709" : "bt601", r.full_range ? "true" : "false",
-          pos, id, n.value_offset, var(id).c_str());
+          pos, id, id, border.c_str(), var(id).c_str());
     } else {
       w_.line(
-          "km::read_image<%s, %d, km::interp::%s, km::border::%s, %s>(image%d, geometry%d, x, "
-          "y, values + %d, %s);",
+          "km::read_image_at<%s, %d, km::interp::%s, km::border::%s, %s>(image%d, sx%d, sy%d, "
+          "%s, %s);",
           dtype_name(image.dtype), image.channels, interp_name(r.interpolation),
-          border_name(r.border), r.keep_aspect_ratio ? "true" : "false", pos, id, n.value_offset,
+          border_name(r.border), keep(r) ? "true" : "false", pos, id, id, border.c_str(),
           var(id).c_str());
     }
+  }
+
+  // Keep-aspect matters only with a resize (image.hpp ignores it otherwise).
+  static bool keep(const ReadInfo& r) {
+    return r.keep_aspect_ratio && r.interpolation != KF_INTERP_NONE;
+  }
+
+  // The axis sample of each live read along x (column, at `at`) or y (row): `prefix` + id names
+  // it.
+  void axis_samples(bool x, const char* prefix, const char* at) {
+    for (size_t id = 0; id < g_.nodes.size(); ++id) {
+      const Node& n = g_.nodes[id];
+      if (!live_[id] || n.kind != NodeKind::read_image) continue;
+      const int k = g_.nodes[n.args[0]].input.position;
+      w_.line(
+          "const km::AxisSample %s%zu = km::axis_sample_%c<km::interp::%s, km::border::%s, "
+          "%s>(geometry%zu, %s, image%d.%s);",
+          prefix, id, x ? 'x' : 'y', interp_name(n.read.interpolation), border_name(n.read.border),
+          keep(n.read) ? "true" : "false", id, at, k, x ? "width" : "height");
+    }
+  }
+
+  // Every live node of the pixel and the stores of its outputs (fast: fast paths, then stores
+  // only if their check passed).
+  void pixel(bool fast) {
+    fast_ = fast ? "true" : "false";
+    for (size_t id = 0; id < g_.nodes.size(); ++id) {
+      if (live_[id]) node(static_cast<int32_t>(id));
+    }
+    fast_ = "false";
+    if (fast) w_.open("if (ok.passed())");
+    for (size_t o = 0; o < g_.outputs.size(); ++o) {
+      const Node& n = g_.nodes[g_.outputs[o].node];
+      const char* d = dtype_name(n.dtype);
+      for (int c = 0; c < n.channels; ++c) {
+        w_.line("km::store<%s>(out%zu, column%zu + row%zu + %d * out%zu_c, %s);", d, o, o, o, c, o,
+                target(g_.outputs[o].node, c).c_str());
+      }
+    }
+    if (fast) w_.close();
   }
 
   void image_kernel() {
@@ -563,9 +789,15 @@ class Generator {
     w_.open(
         "extern \"C\" __global__ void __launch_bounds__(256) kf_fused_kernel(const "
         "__grid_constant__ Params p)");
-    values_prologue();
+    w_.line("const Consts k = make_consts(p);");
     w_.open("for (long long item = blockIdx.z; item < p.n_items; item += gridDim.z)");
-    w_.line("const Item& it = %s[item];", layout_.inline_items ? "p.inline_items" : "p.items");
+    if (layout_.compact) {
+      w_.line("const bool uniform = p.items == nullptr;");
+      w_.line("const Item& it = uniform ? p.common : p.items[item];");
+      w_.line("const int* const crop = uniform ? p.crops[item] : nullptr;");
+    } else {
+      w_.line("const Item& it = %s[item];", layout_.inline_items ? "p.inline_items" : "p.items");
+    }
     w_.line("const int out_h = static_cast<int>(it.out_h), out_w = static_cast<int>(it.out_w);");
     std::vector<bool> input_read(g_.inputs.size(), false);
     for (size_t id = 0; id < g_.nodes.size(); ++id) {
@@ -592,16 +824,31 @@ class Generator {
             k, k, k, k, k, k, k);
       }
     }
+    bool any_crop = false;
+    for (size_t id = 0; id < g_.nodes.size(); ++id)
+      any_crop = any_crop ||
+                 (live_[id] && g_.nodes[id].kind == NodeKind::read_image && g_.nodes[id].read.crop);
+    if (any_crop) {
+      if (layout_.compact) {
+        w_.line("const int crop_x = crop ? crop[0] : static_cast<int>(it.crop_x);");
+        w_.line("const int crop_y = crop ? crop[1] : static_cast<int>(it.crop_y);");
+        w_.line("const int crop_w = crop ? crop[2] : static_cast<int>(it.crop_w);");
+        w_.line("const int crop_h = crop ? crop[3] : static_cast<int>(it.crop_h);");
+      } else {
+        w_.line(
+            "const int crop_x = static_cast<int>(it.crop_x), crop_y = "
+            "static_cast<int>(it.crop_y), crop_w = static_cast<int>(it.crop_w), crop_h = "
+            "static_cast<int>(it.crop_h);");
+      }
+    }
     for (size_t id = 0; id < g_.nodes.size(); ++id) {
       const Node& n = g_.nodes[id];
       if (!live_[id] || n.kind != NodeKind::read_image) continue;
       const int k = g_.nodes[n.args[0]].input.position;
       if (n.read.crop) {
         w_.line(
-            "const km::ReadGeometry geometry%zu = "
-            "km::make_read_geometry(static_cast<int>(it.crop_x), "
-            "static_cast<int>(it.crop_y), static_cast<int>(it.crop_w), "
-            "static_cast<int>(it.crop_h), out_w, out_h, %s);",
+            "const km::ReadGeometry geometry%zu = km::make_read_geometry(crop_x, crop_y, crop_w, "
+            "crop_h, out_w, out_h, %s);",
             id, n.read.keep_aspect_ratio ? "true" : "false");
       } else {
         w_.line(
@@ -611,30 +858,62 @@ class Generator {
       }
     }
     for (size_t o = 0; o < g_.outputs.size(); ++o) {
-      w_.line("char* const out%zu = it.out_data[%zu];", o, o);
+      if (layout_.compact) {
+        w_.line("char* const out%zu = it.out_data[%zu] + (uniform ? item * p.out_step[%zu] : 0);",
+                o, o, o);
+      } else {
+        w_.line("char* const out%zu = it.out_data[%zu];", o, o);
+      }
       w_.line(
           "const long long out%zu_y = it.out_strides[%zu][0], out%zu_x = it.out_strides[%zu][1], "
           "out%zu_c = it.out_strides[%zu][2];",
           o, o, o, o, o, o);
     }
+    // Columns outer, a warp's 32 lanes on 32 neighbouring columns (blockDim.x is 32), warp-uniform
+    // loops: a lane's column (and its samples) stays while the warp walks rows. Each lane
+    // computes the row samples of one of the warp's next 32 rows; the warp takes them in turn
+    // by shuffles (a row's sample is the same for every lane).
     w_.open(
-        "for (int y = blockIdx.y * blockDim.y + threadIdx.y; y < out_h; y += gridDim.y * "
-        "blockDim.y)");
-    w_.open(
-        "for (int x = blockIdx.x * blockDim.x + threadIdx.x; x < out_w; x += gridDim.x * "
+        "for (int x_first = blockIdx.x * blockDim.x; x_first < out_w; x_first += gridDim.x * "
         "blockDim.x)");
+    w_.line("const int x = x_first + static_cast<int>(threadIdx.x);");
+    w_.line("const bool in_row = x < out_w;");
+    axis_samples(true, "sx", "in_row ? x : out_w - 1");
+    for (size_t o = 0; o < g_.outputs.size(); ++o)
+      w_.line("const long long column%zu = x * out%zu_x;", o, o);
+    w_.line("const long long y_step = static_cast<long long>(gridDim.y) * blockDim.y;");
+    w_.open(
+        "for (long long y_first = blockIdx.y * blockDim.y + threadIdx.y; y_first < out_h; "
+        "y_first += 32 * y_step)");
+    w_.line("const long long lane_row = y_first + threadIdx.x * y_step;");
+    axis_samples(false, "lane_sy", "static_cast<int>(lane_row < out_h ? lane_row : out_h - 1)");
+    w_.line(
+        "const int rows = static_cast<int>((out_h - y_first + y_step - 1) / y_step < 32 ? "
+        "(out_h - y_first + y_step - 1) / y_step : 32);");
+    w_.open("for (int j = 0; j < rows; ++j)");
+    w_.line("const int y = static_cast<int>(y_first + j * y_step);");
     for (size_t id = 0; id < g_.nodes.size(); ++id) {
-      if (live_[id]) node(static_cast<int32_t>(id));
+      const Node& n = g_.nodes[id];
+      if (!live_[id] || n.kind != NodeKind::read_image) continue;
+      w_.line("const km::AxisSample sy%zu = km::shuffle_sample<km::interp::%s>(lane_sy%zu, j);", id,
+              interp_name(n.read.interpolation), id);
     }
-    for (size_t o = 0; o < g_.outputs.size(); ++o) {
-      const Node& n = g_.nodes[g_.outputs[o].node];
-      const char* d = dtype_name(n.dtype);
-      w_.line("const long long base%zu = y * out%zu_y + x * out%zu_x;", o, o, o);
-      for (int c = 0; c < n.channels; ++c) {
-        w_.line("km::store<%s>(out%zu, base%zu + %d * out%zu_c, %s);", d, o, o, c, o,
-                target(g_.outputs[o].node, c).c_str());
-      }
+    w_.line("if (!in_row) continue;");
+    for (size_t o = 0; o < g_.outputs.size(); ++o)
+      w_.line("const long long row%zu = y * out%zu_y;", o, o);
+    if (has_fast_) {
+      w_.line("km::FastCheck ok;");
+      w_.open("");
+      pixel(true);
+      w_.close();
+      w_.open("if (!ok.passed())");
+      pixel(false);
+      w_.close();
+    } else {
+      w_.line("km::FastCheck ok;  // unused: no fast path");
+      pixel(false);
     }
+    w_.close();
     w_.close();
     w_.close();
     w_.close();
@@ -644,6 +923,14 @@ class Generator {
   const Graph& g_;
   const ParamLayout layout_;
   std::vector<bool> live_;
+  struct Konst {
+    std::string name, type;
+    std::vector<std::string> inits;
+    bool array;
+  };
+  std::vector<Konst> consts_;   // the Consts fields, in order of first use
+  bool has_fast_ = false;       // some live node has a fast path
+  const char* fast_ = "false";  // the Fast argument node() writes: kFast, true or false
   Writer w_;
 };
 

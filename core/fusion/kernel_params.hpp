@@ -10,6 +10,15 @@
 // inline (N = the capacity) when the whole block fits the 32764-byte kernel-parameter limit;
 // otherwise N = 0 and `items` points to a table uploaded to device memory per launch.
 //
+// Image graphs whose items do not fit inline may still have a compact block, when it fits:
+//   struct Params { double values[V]; long long n_items; const Item* items;
+//                   long long out_step[O]; Item common; int crops[N][4]; }
+// A uniform launch (every item binds the same tensors: one frame, many crops, batched outputs;
+// LaunchPlan::uniform_items) sets items to null and passes item 0 as `common`, each item's crop
+// rectangle (x, y, width, height) in `crops` and each output's byte step from one item's slice to
+// the next in out_step: item i is `common` with crops[i] and output o at out_data[o] + i *
+// out_step[o]. Any other launch of such a kernel uploads the table and leaves the rest unused.
+//
 // Tensor graph item (S = max(rank, 1), B = inputs + outputs):
 //   numel, mode, shape[S], data[B], strides[B][S]       (mode: ItemMode)
 // Image graph item (inputs are [H, W, C] images or [H * 3 / 2, W] NV12 frames; outputs are
@@ -49,13 +58,20 @@ struct ParamLayout {
   int32_t value_slots = 1;  // max(n_values, 1)
   int32_t capacity = 1;     // max_items
   bool inline_items = true;
+  bool compact = false;         // image graphs, items not inline: out_step, common, crops (above)
   int32_t vector_elements = 1;  // tensor graphs: elements per thread and step in kVector mode
   std::vector<int32_t> element_bytes;  // per binding: inputs, then outputs
+  int32_t unroll = 1;  // tensor graphs: vectors per binding per thread and step in kVector mode
+  bool persistent = false;  // tensor graphs: resident blocks loop (heavy graphs), else one pass
   size_t item_slots = 0;
   size_t header_slots = 0;  // values, n_items, items
   size_t param_bytes = 0;   // the whole kernel parameter
 
   size_t item_bytes() const { return item_slots * 8; }
+  // Compact blocks: the slot of out_step[0], of `common` and of crops[0].
+  size_t out_step_slot() const { return header_slots; }
+  size_t common_slot() const { return header_slots + static_cast<size_t>(n_outputs); }
+  size_t crops_slot() const { return common_slot() + item_slots; }
 };
 
 // Throws INVALID_ARGUMENT when even the header does not fit the parameter limit.
@@ -63,6 +79,11 @@ ParamLayout param_layout(const Graph& g, const kf_compile_options_t& options);
 
 // Encodes one item into item_slots 8-byte slots at dst.
 void encode_item(const ParamLayout& layout, const Item& item, int64_t* dst);
+
+// Item `index` of a uniform launch (LaunchPlan::uniform_items), from item 0's encoding: its
+// slots with the item's crop and the outputs advanced by index * output_steps[o] bytes.
+void encode_uniform_item(const ParamLayout& layout, const int64_t* item0, const kf_rect_t& crop,
+                         int64_t index, const std::vector<int64_t>& output_steps, int64_t* dst);
 
 }  // namespace fusion
 }  // namespace kf

@@ -263,6 +263,22 @@ void check_overlaps(const std::vector<Use>& uses) {
   }
 }
 
+// Whether every item of an image launch binds item 0's tensors and every output is batched (the
+// outputs' shapes then hold for every item: a batched output is checked against n_items).
+bool uniform_launch(const Graph& g, const kf_launch_args_t* args, size_t n_in, size_t n_out) {
+  if (!g.image || args->n_items < 2) return false;
+  for (const Output& o : g.outputs)
+    if (!o.batched) return false;
+  const size_t n = static_cast<size_t>(args->n_items);
+  for (size_t i = 1; i < n; ++i) {
+    for (size_t j = 0; j < n_in; ++j)
+      if (args->inputs[i * n_in + j] != args->inputs[j]) return false;
+    for (size_t j = 0; j < n_out; ++j)
+      if (args->outputs[i * n_out + j] != args->outputs[j]) return false;
+  }
+  return true;
+}
+
 // What a launch builds, kept per thread so that a steady stream of launches allocates nothing:
 // programs consume the plan before launch() returns (the CPU executor runs it, the CUDA program
 // copies it into its parameter block).
@@ -339,8 +355,15 @@ void make_plan(const kf_fused_kernel_t* k, const kf_launch_args_t* args, Scratch
   uses.clear();
   inputs.resize(n_in);
   outputs.resize(n_out);
+  // A uniform image launch (one frame, many crops, batched outputs: every item binds the tensors
+  // of item 0) binds item 0 only: items i > 0 would repeat its bindings and checks exactly, but
+  // for the crop (checked above) and the batched outputs' offsets.
+  plan.uniform_items = 0;
+  plan.crops = nullptr;
+  plan.output_steps.clear();
+  const int32_t bound_items = uniform_launch(g, args, n_in, n_out) ? 1 : n_items;
   size_t used = 0;  // items of plan.items filled so far (empty items are dropped)
-  for (int32_t i = 0; i < n_items; ++i) {
+  for (int32_t i = 0; i < bound_items; ++i) {
     for (size_t j = 0; j < n_in; ++j) {
       const Node& n = g.nodes[static_cast<size_t>(g.inputs[j])];
       const Use u{args->inputs[static_cast<size_t>(i) * n_in + j], false, i,
@@ -396,10 +419,40 @@ void make_plan(const kf_fused_kernel_t* k, const kf_launch_args_t* args, Scratch
     if (elements > 0) ++used;  // an empty item has nothing to write
   }
   plan.items.resize(used);
+  if (bound_items < n_items && used == 1) {
+    plan.uniform_items = n_items;
+    plan.crops = k->crops ? args->crops : nullptr;
+    for (size_t j = 0; j < n_out; ++j) {
+      const kf_tensor_desc_t& d = args->outputs[j]->desc;
+      plan.output_steps.push_back(d.strides[0] * static_cast<int64_t>(dtype_size(d.dtype)));
+    }
+  }
   check_overlaps(uses);
 }
 
 }  // namespace
+
+const Item& plan_item(const LaunchPlan& plan, size_t i, Item* scratch) {
+  if (plan.uniform_items == 0 || i == 0) return plan.items[i];
+  *scratch = plan.items[0];
+  if (plan.crops != nullptr) scratch->crop = plan.crops[i];
+  for (size_t o = 0; o < scratch->outputs.size(); ++o) {
+    scratch->outputs[o].data = static_cast<char*>(scratch->outputs[o].data) +
+                               static_cast<int64_t>(i) * plan.output_steps[o];
+  }
+  return *scratch;
+}
+
+LaunchPlan expanded(const LaunchPlan& plan) {
+  LaunchPlan full;
+  full.values = plan.values;
+  const size_t n = plan_size(plan);
+  full.items.resize(n);
+  Item scratch;
+  for (size_t i = 0; i < n; ++i) full.items[i] = plan_item(plan, i, &scratch);
+  return full;
+}
+
 }  // namespace fusion
 }  // namespace kf
 

@@ -42,9 +42,27 @@ struct Item {
 };
 
 struct LaunchPlan {
-  std::vector<Item> items;     // 1..max_items
+  std::vector<Item> items;     // 1..max_items (a uniform plan: item 0 only)
   std::vector<double> values;  // Graph::values with this launch's overrides applied
+  // Uniform image launches (every item binds the tensors item 0 binds; every output batched):
+  // uniform_items > 0 items, of which `items` holds item 0 alone. Item i is item 0 with crop
+  // crops[i] (crops null: item 0's crop) and output o's data advanced by i * output_steps[o]
+  // bytes. The C entry builds this instead of uniform_items copies of one item.
+  int32_t uniform_items = 0;
+  const kf_rect_t* crops = nullptr;   // the launch's rectangles, valid during launch()
+  std::vector<int64_t> output_steps;  // bytes, per output
 };
+
+// Item i of a plan (a uniform plan's item i written into *scratch, which is returned).
+const Item& plan_item(const LaunchPlan& plan, size_t i, Item* scratch);
+
+// The number of items of a plan.
+inline size_t plan_size(const LaunchPlan& plan) {
+  return plan.uniform_items > 0 ? static_cast<size_t>(plan.uniform_items) : plan.items.size();
+}
+
+// A plan with every item written out (a uniform plan expanded; any other copied).
+LaunchPlan expanded(const LaunchPlan& plan);
 
 // A compiled graph. Immutable; launch() may run concurrently from several threads.
 class Program {

@@ -7,19 +7,39 @@
 // Compute<D>: float for f32/f16/bf16, double for f64, long long for every integer dtype. Integer
 // values are always already wrapped to D's range; every integer op computes in 64-bit unsigned
 // arithmetic (no undefined behaviour) and wraps to D's width before returning, so integer results
-// are bit-identical on CPU and GPU. Float +, -, *, / and sqrt go through the *_rn helpers below:
-// on the device they are the explicitly rounded intrinsics, which the compiler never contracts
-// into FMAs, and the CPU executor is built with -ffp-contract=off, so those results are
+// are bit-identical on CPU and GPU. Float +, -, *, / and sqrt are correctly rounded (IEEE, round
+// to nearest even) on both backends and never contracted into FMAs: on the device through the
+// explicitly rounded intrinsics or the range-checked fast paths below, on the CPU through the
+// plain operators (the executor is built with -ffp-contract=off), so those results are
 // bit-identical too. Only the transcendental functions (exp, log, pow, the activations) differ
-// between backends, by a few ulp.
+// between backends, by a few ulp. NaN results are NaN on both backends, but their bits (sign,
+// payload) are not specified: the GPU's arithmetic returns its canonical NaN.
+//
+// Fast paths (device code, f32 compute types). The correctly rounded division and square root
+// cost a range check and a branch to a slow path per operation (div.rn.f32: MUFU.RCP, five FMAs,
+// FCHK and a call; sqrt.rn.f32 likewise), and those branches stop the compiler from interleaving
+// the elements a thread computes. fast::div, fast::sqrt and fast::rsqrt run the same instruction
+// sequences ptxas emits for div.rn / sqrt.rn when their range check passes, without the branch,
+// and record their operands in a FastCheck; the generated kernel evaluates a whole vector of
+// elements with the fast paths and, unless the FastCheck passes (every operand in a range,
+// narrower than ptxas's, where the sequences are exact), recomputes the vector with the exact
+// functions. Results are therefore identical to the exact functions' (tests/fusion/
+// random_graph_test.cpp checks them bit for bit against the CPU over random and edge values).
+// The *_v<Fast, ...> entry points pick the fast or the exact form at compile time.
 //
 // Entry points (all KF_HOST_DEVICE, namespace kf::math):
 //   DtypeTraits<D>, Compute<D>, Storage<D>
 //   load<D>(base, offset) / store<D>(base, offset, v)   element access (offset in elements)
+//   load_input<D>(base, offset)     load<D> through the read-only path (inputs of a kernel)
+//   load2<D>(base, pair, lo, hi) / store2<D>(base, pair, lo, hi)   two neighbours at once
 //   from_value<D>(double)           a launch value (scalar, constant) met by an operand of dtype D
 //   wrap<D>(unsigned long long)     reduce an integer modulo 2^bits(D) (integer D only)
 //   unary<Op, D>(x)                 Op = kf_unary_op_t
-//   binary<Op, D>(a, b)             Op = KF_BINARY_ADD .. KF_BINARY_POW
+//   binary<Op, D>(a, b)             Op = KF_BINARY_ADD .. KF_BINARY_POW (float min / max: IEEE
+//                                   754-2019 minimum / maximum, -0 below +0, NaN propagating)
+//   unary_v<Fast, Op, D>(x, ok), binary_v<Fast, Op, D>(a, b, ok)   the same, fast paths allowed
+//                                   (ok: a FastCheck; recompute exactly unless ok.passed())
+//   div_v<Fast, D>(a, divisor, ok)  a / b for b prepared once by make_divisor (a launch value)
 //   compare<Op, D>(a, b)            Op = KF_BINARY_EQ .. KF_BINARY_GE; 0 or 1, the u8 result
 //   activation<Act, D>(x)           Act = kf_activation_t (floating D)
 //   clamp<D>(x, lo, hi)             min(max(x, lo), hi), NaN propagating
@@ -149,6 +169,172 @@ KF_HOST_DEVICE float log_of(float x) { return ::logf(x); }
 KF_HOST_DEVICE double log_of(double x) { return ::log(x); }
 KF_HOST_DEVICE float pow_of(float a, float b) { return ::powf(a, b); }
 KF_HOST_DEVICE double pow_of(double a, double b) { return ::pow(a, b); }
+// ---------------------------------------------------------------------------------------------
+// Fast paths of the correctly rounded float division and square root (see the header comment).
+// Each returns exactly what div_rn / sqrt_rn / div_rn(1, sqrt_rn(x)) return whenever the
+// FastCheck it updates passes at the end of the vector; otherwise its result is meaningless and
+// the caller recomputes with the exact function. On the host (never called there by the
+// executor) they are the exact functions.
+
+// What the fast paths of a vector of elements have seen, checked once for the whole vector
+// (passed()): hi, the largest magnitude of the operands; lo, the smallest of their bits shifted
+// left by one (the sign dropped), less one where a zero operand is fine; flag, the other
+// conditions. A NaN operand is ignored: every fast path gives NaN for it, as the exact function
+// does (NaN bits are not specified).
+struct FastCheck {
+  float hi = 0.0f;
+  unsigned int lo = 0xffffffffu;
+  bool flag = true;
+
+  // Magnitudes in [2^-60, 2^61), or a zero where zero_ok.
+  KF_HOST_DEVICE void operand(float x, bool zero_ok) {
+    hi = fmaxf(hi, ::fabsf(x));
+    const unsigned int twice = float_bits(x) << 1;
+    const unsigned int key = zero_ok ? twice - 1u : twice;
+    lo = key < lo ? key : lo;
+  }
+  KF_HOST_DEVICE bool passed() const {
+    // 2^-60 is 0x21800000 (exponent 67); shifted left by one, less one.
+    return flag && hi < 0x1p61f && lo >= 0x42ffffffu;
+  }
+};
+
+namespace fast {
+
+// |x| in [2^-60, 2^61) (biased exponents 67 .. 187).
+KF_HOST_DEVICE bool in_division_range(float x) {
+  return (float_bits(x) & 0x7f800000u) - 0x21800000u <= 0x3c000000u;
+}
+// q with the sign of s.
+KF_HOST_DEVICE float with_sign_of(float q, float s) {
+#if KF_DEVICE_CODE
+  unsigned int r;
+  asm("lop3.b32 %0, %1, %2, %3, 0xd8;"  // (q & ~mask) | (s & mask)
+      : "=r"(r)
+      : "r"(float_bits(q)), "r"(float_bits(s)), "r"(0x80000000u));
+  return float_from_bits(r);
+#else
+  return float_from_bits((float_bits(q) & 0x7fffffffu) | (float_bits(s) & 0x80000000u));
+#endif
+}
+
+#if KF_DEVICE_CODE
+// The hardware approximations (MUFU.RCP, MUFU.RSQ) that ptxas's sequences start from.
+KF_HOST_DEVICE float rcp_approx(float x) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+KF_HOST_DEVICE float rsqrt_approx(float x) {
+  float r;
+  asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+#endif
+
+// a / b: 1/b refined once by Newton, the quotient corrected once by its exact residual (the
+// sequence of div.rn.f32). Exact when b and a (or a == 0) lie in [2^-60, 2^61) in magnitude: no
+// intermediate then overflows, underflows or is subnormal. A zero a gives the quotient's signed
+// zero through with_sign_of (the correction step may lose the sign of a zero). b's check is a
+// flag (a launch value's is the same for every element: the compiler keeps one).
+KF_HOST_DEVICE float div(float a, float b, FastCheck& ok) {
+#if KF_DEVICE_CODE
+  const float r0 = rcp_approx(b);
+  const float r = __fmaf_rn(r0, __fmaf_rn(-b, r0, 1.0f), r0);
+  const float q0 = __fmul_rn(a, r);
+  const float q = __fmaf_rn(__fmaf_rn(-b, q0, a), r, q0);
+  ok.flag = ok.flag & in_division_range(b);
+  ok.operand(a, true);
+  return with_sign_of(q, q0);
+#else
+  (void)ok;
+  return div_rn(a, b);
+#endif
+}
+
+}  // namespace fast
+
+// A divisor prepared once for many divisions (a launch value): the value and, for f32, the
+// refined reciprocal and range check of fast::div. The generated kernels build it per thread.
+template <class T>
+struct Divisor {
+  T value;
+};
+template <>
+struct Divisor<float> {
+  float value;
+  float reciprocal;  // device only: 1/value refined once, as fast::div computes it
+  bool in_range;
+};
+
+template <class T>
+KF_HOST_DEVICE Divisor<T> make_divisor(T b) {
+  Divisor<T> d;
+  d.value = b;
+  if constexpr (sizeof(T) == sizeof(float)) {
+#if KF_DEVICE_CODE
+    const float r0 = fast::rcp_approx(b);
+    d.reciprocal = __fmaf_rn(r0, __fmaf_rn(-b, r0, 1.0f), r0);
+#else
+    d.reciprocal = 1.0f / b;  // unused on the host
+#endif
+    d.in_range = fast::in_division_range(b);
+  }
+  return d;
+}
+
+namespace fast {
+
+// a / d.value, as div(a, d.value, ok) with the divisor's part done once.
+KF_HOST_DEVICE float div(float a, const Divisor<float>& d, FastCheck& ok) {
+#if KF_DEVICE_CODE
+  const float q0 = __fmul_rn(a, d.reciprocal);
+  const float q = __fmaf_rn(__fmaf_rn(-d.value, q0, a), d.reciprocal, q0);
+  ok.flag = ok.flag & d.in_range;
+  ok.operand(a, true);
+  return with_sign_of(q, q0);
+#else
+  (void)ok;
+  return div_rn(a, d.value);
+#endif
+}
+
+// sqrt(x): the approximate reciprocal square root r, s = x r, then s corrected once by its exact
+// residual with r / 2 (the sequence of sqrt.rn.f32, whose own range check is x in [2^-101,
+// FLT_MAX]). Exact for x in [2^-60, 2^61), +-0 (returned as is) and negative x (NaN).
+KF_HOST_DEVICE float sqrt(float x, FastCheck& ok) {
+#if KF_DEVICE_CODE
+  const float r = rsqrt_approx(x);
+  const float s = __fmul_rn(x, r);
+  const float s1 = __fmaf_rn(__fmaf_rn(-s, s, x), __fmul_rn(r, 0.5f), s);
+  ok.operand(x, true);
+  return x == 0.0f ? x : s1;
+#else
+  (void)ok;
+  return sqrt_rn(x);
+#endif
+}
+
+// 1 / sqrt(x) rounded twice, as div_rn(1, sqrt_rn(x)): the square root as above, then its
+// reciprocal by the division sequence with a = 1 (s lies in [2^-30, 2^31), where it is exact).
+// Zero is not in its range (1 / +-0 is +-inf).
+KF_HOST_DEVICE float rsqrt(float x, FastCheck& ok) {
+#if KF_DEVICE_CODE
+  const float r = rsqrt_approx(x);
+  const float s0 = __fmul_rn(x, r);
+  const float s = __fmaf_rn(__fmaf_rn(-s0, s0, x), __fmul_rn(r, 0.5f), s0);
+  const float c0 = rcp_approx(s);
+  const float c = __fmaf_rn(c0, __fmaf_rn(-s, c0, 1.0f), c0);
+  ok.operand(x, false);
+  return __fmaf_rn(c, __fmaf_rn(-s, c, 1.0f), c);
+#else
+  (void)ok;
+  return div_rn(1.0f, sqrt_rn(x));
+#endif
+}
+
+}  // namespace fast
+
 // Round to the nearest integer, ties to even (the default rounding mode on both backends).
 KF_HOST_DEVICE double round_half_even(double x) { return ::rint(x); }
 
@@ -156,6 +342,23 @@ template <class T>
 KF_HOST_DEVICE bool is_nan(T x) {
   return x != x;
 }
+
+// Whether x's sign bit is set (-0 included).
+KF_HOST_DEVICE bool sign_bit(float x) { return (float_bits(x) >> 31) != 0; }
+KF_HOST_DEVICE bool sign_bit(double x) {
+#if KF_DEVICE_CODE
+  return __double_as_longlong(x) < 0;
+#else
+  long long u;
+  __builtin_memcpy(&u, &x, sizeof u);
+  return u < 0;
+#endif
+}
+
+// |x| with the sign bit cleared (-0 gives +0; a NaN stays NaN): on the device an operand
+// modifier of the instruction that uses it.
+KF_HOST_DEVICE float magnitude_of(float x) { return ::fabsf(x); }
+KF_HOST_DEVICE double magnitude_of(double x) { return ::fabs(x); }
 
 // ---------------------------------------------------------------------------------------------
 // Integers.
@@ -271,6 +474,25 @@ KF_HOST_DEVICE Compute<D> load(const void* base, long long offset) {
   }
 }
 
+// load<D> of an input the kernel never writes (the launch refuses outputs overlapping inputs):
+// on the device through the read-only data path (ld.global.nc), whatever the compiler can prove
+// about the pointer's address space.
+template <int D>
+KF_HOST_DEVICE Compute<D> load_input(const void* base, long long offset) {
+#if KF_DEVICE_CODE
+  const Storage<D>* p = static_cast<const Storage<D>*>(base) + offset;
+  if constexpr (D == dtype::f16 || D == dtype::bf16) {
+    Storage<D> s;
+    s.bits = __ldg(reinterpret_cast<const unsigned short*>(p));
+    return load<D>(&s, 0);
+  } else {
+    return static_cast<Compute<D>>(__ldg(p));
+  }
+#else
+  return load<D>(base, offset);
+#endif
+}
+
 // Half types round to nearest even; integer values are in range already.
 template <int D>
 KF_HOST_DEVICE void store(void* base, long long offset, Compute<D> v) {
@@ -282,6 +504,39 @@ KF_HOST_DEVICE void store(void* base, long long offset, Compute<D> v) {
   } else {
     *p = static_cast<Storage<D>>(v);
   }
+}
+
+// Elements 2 * pair and 2 * pair + 1 at once: one 32-bit access for 16-bit dtypes (and one
+// conversion instruction for both on sm_80+), else two element accesses. Same values as load and
+// store.
+template <int D>
+KF_HOST_DEVICE void load2(const void* base, long long pair, Compute<D>& lo, Compute<D>& hi) {
+  if constexpr (D == dtype::bf16) {
+    const unsigned int w = static_cast<const unsigned int*>(base)[pair];
+    lo = float_from_bits(w << 16);
+    hi = float_from_bits(w & 0xffff0000u);
+  } else {
+    lo = load<D>(base, 2 * pair);
+    hi = load<D>(base, 2 * pair + 1);
+  }
+}
+
+template <int D>
+KF_HOST_DEVICE void store2(void* base, long long pair, Compute<D> lo, Compute<D> hi) {
+#if KF_DEVICE_CODE && __CUDA_ARCH__ >= 800
+  if constexpr (D == dtype::bf16 || D == dtype::f16) {
+    unsigned int w;
+    if constexpr (D == dtype::bf16) {
+      asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
+    } else {
+      asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
+    }
+    static_cast<unsigned int*>(base)[pair] = w;
+    return;
+  }
+#endif
+  store<D>(base, 2 * pair, lo);
+  store<D>(base, 2 * pair + 1, hi);
 }
 
 // A launch value (weakly typed scalar or constant) met by an operand of dtype D. Floating D:
@@ -301,22 +556,45 @@ KF_HOST_DEVICE Compute<D> from_value(double v) {
 
 namespace detail {
 
+// Floating min and max are IEEE 754-2019 minimum and maximum: NaN when either operand is NaN,
+// and -0 below +0 (min(+0, -0) is -0, max(-0, +0) is +0), so the result does not depend on the
+// operands' order. On the device, f32 (and f16/bf16, computed in f32) is one instruction
+// (min.NaN / max.NaN, FMNMX.NAN); elsewhere comparisons (equal operands differ in bits only as
+// signed zeros).
 template <int D>
 KF_HOST_DEVICE Compute<D> min_of(Compute<D> a, Compute<D> b) {
   if constexpr (DtypeTraits<D>::floating) {
-    if (is_nan(a)) return a;
-    if (is_nan(b)) return b;
+#if KF_DEVICE_CODE
+    if constexpr (sizeof(Compute<D>) == sizeof(float)) {
+      float r;
+      asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+      return r;
+    }
+#endif
+    if (is_nan(a) || is_nan(b)) return a + b;  // a NaN
+    if (a == b) return sign_bit(a) ? a : b;    // -0 below +0; equal values otherwise
+    return a < b ? a : b;
+  } else {
+    return b < a ? b : a;
   }
-  return b < a ? b : a;
 }
 
 template <int D>
 KF_HOST_DEVICE Compute<D> max_of(Compute<D> a, Compute<D> b) {
   if constexpr (DtypeTraits<D>::floating) {
-    if (is_nan(a)) return a;
-    if (is_nan(b)) return b;
+#if KF_DEVICE_CODE
+    if constexpr (sizeof(Compute<D>) == sizeof(float)) {
+      float r;
+      asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+      return r;
+    }
+#endif
+    if (is_nan(a) || is_nan(b)) return a + b;  // a NaN
+    if (a == b) return sign_bit(a) ? b : a;    // +0 above -0; equal values otherwise
+    return a < b ? b : a;
+  } else {
+    return a < b ? b : a;
   }
-  return a < b ? b : a;
 }
 
 // a^b for integers (validation keeps pow to floating dtypes; defined for completeness): exact
@@ -347,7 +625,7 @@ KF_HOST_DEVICE Compute<D> unary(Compute<D> x) {
     if constexpr (Op == unary_op::neg) {
       return -x;
     } else if constexpr (Op == unary_op::abs) {
-      return x < T(0) ? -x : (x == T(0) ? T(0) : x);  // NaN stays NaN, -0 becomes +0
+      return magnitude_of(x);  // the sign bit cleared: -0 becomes +0, NaN stays NaN
     } else if constexpr (Op == unary_op::exp) {
       return exp_of(x);
     } else if constexpr (Op == unary_op::log) {
@@ -411,6 +689,59 @@ KF_HOST_DEVICE Compute<D> binary(Compute<D> a, Compute<D> b) {
       return detail::integer_pow<D>(a, b);
     }
   }
+}
+
+// unary<Op, D> and binary<Op, D>, with the fast paths of f32-computed division, sqrt and rsqrt
+// when Fast (which record their operands in ok; see the header comment).
+template <bool Fast, int Op, int D>
+KF_HOST_DEVICE Compute<D> unary_v(Compute<D> x, FastCheck& ok) {
+  if constexpr (Fast && KF_DEVICE_CODE && DtypeTraits<D>::floating &&
+                sizeof(Compute<D>) == sizeof(float)) {
+    if constexpr (Op == unary_op::sqrt) {
+      return fast::sqrt(x, ok);
+    } else if constexpr (Op == unary_op::rsqrt) {
+      return fast::rsqrt(x, ok);
+    } else {
+      return unary<Op, D>(x);
+    }
+  } else {
+    (void)ok;
+    return unary<Op, D>(x);
+  }
+}
+
+template <bool Fast, int Op, int D>
+KF_HOST_DEVICE Compute<D> binary_v(Compute<D> a, Compute<D> b, FastCheck& ok) {
+  if constexpr (Fast && KF_DEVICE_CODE && Op == binary_op::div && DtypeTraits<D>::floating &&
+                sizeof(Compute<D>) == sizeof(float)) {
+    return fast::div(a, b, ok);
+  } else {
+    (void)ok;
+    return binary<Op, D>(a, b);
+  }
+}
+
+// a / d.value for a divisor prepared once (a launch value met by an operand of dtype D).
+template <bool Fast, int D>
+KF_HOST_DEVICE Compute<D> div_v(Compute<D> a, const Divisor<Compute<D>>& d, FastCheck& ok) {
+  if constexpr (Fast && KF_DEVICE_CODE && DtypeTraits<D>::floating &&
+                sizeof(Compute<D>) == sizeof(float)) {
+    return fast::div(a, d, ok);
+  } else {
+    (void)ok;
+    return binary<binary_op::div, D>(a, d.value);
+  }
+}
+
+// Whether unary_v / binary_v have a fast path (one that records in ok) for this op and dtype.
+template <int Op, int D>
+constexpr bool unary_has_fast_path() {
+  return DtypeTraits<D>::floating && sizeof(Compute<D>) == sizeof(float) &&
+         (Op == unary_op::sqrt || Op == unary_op::rsqrt);
+}
+template <int Op, int D>
+constexpr bool binary_has_fast_path() {
+  return DtypeTraits<D>::floating && sizeof(Compute<D>) == sizeof(float) && Op == binary_op::div;
 }
 
 // 0 or 1 (the u8 value of a comparison); every comparison with NaN is false except NE.

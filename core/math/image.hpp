@@ -12,7 +12,11 @@
 //      read_nv12<Interp, Border, Keep, Standard, FullRange>(...) fills the C values of output
 //      pixel (x, y), in the read's result type ReadCompute<D, Interp> (the image's compute type
 //      for no resize and nearest; float for bilinear, double for f64 images; float for NV12).
-//   3. color_convert<Conv, D>, normalize<D> transform pixel values.
+//      Each is read_image_at / read_nv12_at of the pixel's two AxisSamples (axis_sample_x(x),
+//      axis_sample_y(y): source indices through the borders and the bilinear weight of one
+//      column, one row), which the generated kernels compute once per column and once per row.
+//   3. color_convert<Conv, D>, normalize<D> (normalize_v: with the fast division path of
+//      fusion_ops.hpp) transform pixel values.
 //
 // Coordinates. Output pixel x of an item with crop (cx, cy, cw, ch) and content rectangle
 // (px, py, pw, ph) (the whole output without keep-aspect):
@@ -107,6 +111,11 @@ KF_HOST_DEVICE ReadGeometry make_read_geometry(int crop_x, int crop_y, int crop_
   }
   g.scale_x = div_rn(static_cast<float>(crop_w), static_cast<float>(g.content_w));
   g.scale_y = div_rn(static_cast<float>(crop_h), static_cast<float>(g.content_h));
+#if KF_DEVICE_CODE
+  // Computed here, once per item: without this the compiler moved the divisions into the
+  // kernels' pixel loops.
+  asm volatile("" : "+f"(g.scale_x), "+f"(g.scale_y));
+#endif
   return g;
 }
 
@@ -138,6 +147,83 @@ KF_HOST_DEVICE long long source_index(long long i, int crop_origin, int crop_siz
   return border_index<Border>(crop_origin + in_crop, image_size);
 }
 
+// One axis of a read at output coordinate o (a column x or a row y): the source indices the read
+// takes on that axis, through both border levels (-1: the border value), and for bilinear the
+// weight of the second. A read of pixel (x, y) is the pair (axis_sample_x(x), axis_sample_y(y)):
+// a kernel computes each column's sample once and each row's once per row.
+struct AxisSample {
+  long long i0;  // none, nearest: the source index; bilinear: the first of the two
+  long long i1;  // bilinear: the second (else unused)
+  float weight;  // bilinear: the weight of i1, in f32 (i0's is 1 - weight, in the read's type)
+  bool outside;  // keep-aspect: o lies outside the content rectangle (every channel the border)
+};
+
+// The sample of output coordinate o on an axis whose crop starts at crop_origin and spans
+// crop_size source pixels of image_size, resized to content_size output pixels from
+// content_origin on (scale = crop_size / content_size, as make_read_geometry computes it).
+template <int Interp, int Border, bool Keep>
+KF_HOST_DEVICE AxisSample axis_sample(int o, int content_origin, int content_size, float scale,
+                                      int crop_origin, int crop_size, int image_size) {
+  AxisSample s;
+  s.i1 = -1;
+  s.weight = 0.0f;
+  s.outside = false;
+  const int oc = o - content_origin;
+  if (Keep && Interp != interp::none && (oc < 0 || oc >= content_size)) {
+    s.outside = true;
+    s.i0 = -1;
+    return s;
+  }
+  if constexpr (Interp == interp::none) {
+    s.i0 = source_index<Border>(o, crop_origin, crop_size, image_size);
+  } else if constexpr (Interp == interp::nearest) {
+    long long i = static_cast<long long>(floorf(mul_rn(static_cast<float>(oc) + 0.5f, scale)));
+    i = i < 0 ? 0 : (i >= crop_size ? crop_size - 1 : i);
+    s.i0 = source_index<Border>(i, crop_origin, crop_size, image_size);
+  } else {
+    static_assert(Interp == interp::bilinear, "read: unknown interpolation");
+    // u = (o + 0.5) * scale - 0.5 in f32 (every step rounded); the weight u - floor(u).
+    const float u = sub_rn(mul_rn(static_cast<float>(oc) + 0.5f, scale), 0.5f);
+    const float u0 = floorf(u);
+    s.weight = sub_rn(u, u0);
+    const long long i = static_cast<long long>(u0);
+    s.i0 = source_index<Border>(i, crop_origin, crop_size, image_size);
+    s.i1 = source_index<Border>(i + 1, crop_origin, crop_size, image_size);
+  }
+  return s;
+}
+
+#if KF_DEVICE_CODE
+// Lane `lane`'s sample, to every lane of the warp (all 32 lanes must call it): a kernel's lanes
+// compute the samples of 32 rows at once and take them in turn. Interpolations other than
+// bilinear use i0 and outside only.
+template <int Interp>
+KF_HOST_DEVICE AxisSample shuffle_sample(const AxisSample& s, int lane) {
+  AxisSample r;
+  r.i0 = __shfl_sync(0xffffffffu, s.i0, lane);
+  r.outside = __shfl_sync(0xffffffffu, static_cast<int>(s.outside), lane) != 0;
+  if constexpr (Interp == interp::bilinear) {
+    r.i1 = __shfl_sync(0xffffffffu, s.i1, lane);
+    r.weight = __shfl_sync(0xffffffffu, s.weight, lane);
+  } else {
+    r.i1 = -1;
+    r.weight = 0.0f;
+  }
+  return r;
+}
+#endif
+
+template <int Interp, int Border, bool Keep>
+KF_HOST_DEVICE AxisSample axis_sample_x(const ReadGeometry& g, int x, int image_width) {
+  return axis_sample<Interp, Border, Keep>(x, g.content_x, g.content_w, g.scale_x, g.crop_x,
+                                           g.crop_w, image_width);
+}
+template <int Interp, int Border, bool Keep>
+KF_HOST_DEVICE AxisSample axis_sample_y(const ReadGeometry& g, int y, int image_height) {
+  return axis_sample<Interp, Border, Keep>(y, g.content_y, g.content_h, g.scale_y, g.crop_y,
+                                           g.crop_h, image_height);
+}
+
 // The dtype of a read's value: the image's for no resize and nearest, f32 for bilinear (f64
 // images stay f64).
 template <int D, int Interp>
@@ -156,16 +242,16 @@ struct HwcFetch {
   const ImageView& image;
   KF_HOST_DEVICE void operator()(long long ix, long long iy, value_type* out) const {
     const long long base = iy * image.row_stride + ix * image.col_stride;
-    for (int c = 0; c < C; ++c) out[c] = load<D>(image.data, base + c * image.channel_stride);
+    for (int c = 0; c < C; ++c) out[c] = load_input<D>(image.data, base + c * image.channel_stride);
   }
 };
 
 // The C channels of source pixel (ix, iy) (indices from source_index), or the border values
-// when either is -1.
-template <int C, class Fetch, class T>
+// when either is -1 (only a constant border gives -1).
+template <int C, int Border, class Fetch, class T>
 KF_HOST_DEVICE void fetch_source_pixel(const Fetch& fetch, long long ix, long long iy,
                                        const T* border_value, T* out) {
-  if (ix < 0 || iy < 0) {
+  if (Border == border::constant && (ix < 0 || iy < 0)) {
     for (int c = 0; c < C; ++c) out[c] = border_value[c];
     return;
   }
@@ -174,52 +260,26 @@ KF_HOST_DEVICE void fetch_source_pixel(const Fetch& fetch, long long ix, long lo
   for (int c = 0; c < C; ++c) out[c] = static_cast<T>(v[c]);
 }
 
-// The C channels of crop-space pixel (i, j), or the border values.
-template <int C, int Border, class Fetch, class T>
-KF_HOST_DEVICE void fetch_crop_pixel(const Fetch& fetch, const ReadGeometry& g, int image_w,
-                                     int image_h, long long i, long long j, const T* border_value,
-                                     T* out) {
-  fetch_source_pixel<C>(fetch, source_index<Border>(i, g.crop_x, g.crop_w, image_w),
-                        source_index<Border>(j, g.crop_y, g.crop_h, image_h), border_value, out);
-}
-
-// The generic read: output pixel (x, y) to the C values of type T (the read's compute type).
+// The C channels of output pixel (sx, sy) from its two axis samples (see AxisSample): the
+// border values outside a letterbox's content, else the source pixel (no resize, nearest) or
+// the bilinear blend of the four, weights in T.
 template <int C, int Interp, int Border, bool Keep, class T, class Fetch>
-KF_HOST_DEVICE void sample(const Fetch& fetch, const ReadGeometry& g, int image_w, int image_h,
-                           int x, int y, const T* border_value, T* out) {
-  const int ox = x - g.content_x, oy = y - g.content_y;
-  if (Keep && Interp != interp::none &&
-      (ox < 0 || oy < 0 || ox >= g.content_w || oy >= g.content_h)) {
+KF_HOST_DEVICE void sample_at(const Fetch& fetch, const AxisSample& sx, const AxisSample& sy,
+                              const T* border_value, T* out) {
+  if (Keep && Interp != interp::none && (sx.outside || sy.outside)) {
     for (int c = 0; c < C; ++c) out[c] = border_value[c];
     return;
   }
-  if constexpr (Interp == interp::none) {
-    fetch_crop_pixel<C, Border>(fetch, g, image_w, image_h, x, y, border_value, out);
-  } else if constexpr (Interp == interp::nearest) {
-    long long i = static_cast<long long>(floorf(mul_rn(static_cast<float>(ox) + 0.5f, g.scale_x)));
-    long long j = static_cast<long long>(floorf(mul_rn(static_cast<float>(oy) + 0.5f, g.scale_y)));
-    i = i < 0 ? 0 : (i >= g.crop_w ? g.crop_w - 1 : i);
-    j = j < 0 ? 0 : (j >= g.crop_h ? g.crop_h - 1 : j);
-    fetch_crop_pixel<C, Border>(fetch, g, image_w, image_h, i, j, border_value, out);
+  if constexpr (Interp != interp::bilinear) {
+    fetch_source_pixel<C, Border>(fetch, sx.i0, sy.i0, border_value, out);
   } else {
-    static_assert(Interp == interp::bilinear, "read: unknown interpolation");
-    // u = (o + 0.5) * scale - 0.5 in f32 (every step rounded), then the weights in T.
-    const float u = sub_rn(mul_rn(static_cast<float>(ox) + 0.5f, g.scale_x), 0.5f);
-    const float v = sub_rn(mul_rn(static_cast<float>(oy) + 0.5f, g.scale_y), 0.5f);
-    const float u0 = floorf(u), v0 = floorf(v);
-    const T ax = static_cast<T>(sub_rn(u, u0)), ay = static_cast<T>(sub_rn(v, v0));
+    const T ax = static_cast<T>(sx.weight), ay = static_cast<T>(sy.weight);
     const T bx = sub_rn(T(1), ax), by = sub_rn(T(1), ay);
-    const long long i = static_cast<long long>(u0), j = static_cast<long long>(v0);
-    // The two source columns and rows, each mapped through the borders once.
-    const long long x0 = source_index<Border>(i, g.crop_x, g.crop_w, image_w);
-    const long long x1 = source_index<Border>(i + 1, g.crop_x, g.crop_w, image_w);
-    const long long y0 = source_index<Border>(j, g.crop_y, g.crop_h, image_h);
-    const long long y1 = source_index<Border>(j + 1, g.crop_y, g.crop_h, image_h);
     T p00[C], p10[C], p01[C], p11[C];
-    fetch_source_pixel<C>(fetch, x0, y0, border_value, p00);
-    fetch_source_pixel<C>(fetch, x1, y0, border_value, p10);
-    fetch_source_pixel<C>(fetch, x0, y1, border_value, p01);
-    fetch_source_pixel<C>(fetch, x1, y1, border_value, p11);
+    fetch_source_pixel<C, Border>(fetch, sx.i0, sy.i0, border_value, p00);
+    fetch_source_pixel<C, Border>(fetch, sx.i1, sy.i0, border_value, p10);
+    fetch_source_pixel<C, Border>(fetch, sx.i0, sy.i1, border_value, p01);
+    fetch_source_pixel<C, Border>(fetch, sx.i1, sy.i1, border_value, p11);
     for (int c = 0; c < C; ++c) {
       const T top = add_rn(mul_rn(p00[c], bx), mul_rn(p10[c], ax));
       const T bottom = add_rn(mul_rn(p01[c], bx), mul_rn(p11[c], ax));
@@ -230,16 +290,28 @@ KF_HOST_DEVICE void sample(const Fetch& fetch, const ReadGeometry& g, int image_
 
 }  // namespace detail
 
-// Output pixel (x, y) of a read of an HWC image of dtype D with C channels. border_values holds
-// C launch values (as doubles); out receives C values of the read's compute type.
+// Output pixel (sx, sy) of a read of an HWC image of dtype D with C channels, from the column's
+// and the row's axis samples. border_value holds the C border values in the read's compute type
+// (from_value<ReadDtype> of the launch values); out receives C values of that type.
+template <int D, int C, int Interp, int Border, bool Keep>
+KF_HOST_DEVICE void read_image_at(const ImageView& image, const AxisSample& sx,
+                                  const AxisSample& sy, const ReadCompute<D, Interp>* border_value,
+                                  ReadCompute<D, Interp>* out) {
+  detail::sample_at<C, Interp, Border, Keep>(detail::HwcFetch<D, C>{image}, sx, sy, border_value,
+                                             out);
+}
+
+// Output pixel (x, y) of a read of an HWC image: read_image_at of its two axis samples.
+// border_values holds C launch values (as doubles).
 template <int D, int C, int Interp, int Border, bool Keep>
 KF_HOST_DEVICE void read_image(const ImageView& image, const ReadGeometry& g, int x, int y,
                                const double* border_values, ReadCompute<D, Interp>* out) {
   constexpr int R = ReadDtype<D, Interp>::value;
   ReadCompute<D, Interp> border_value[C];
   for (int c = 0; c < C; ++c) border_value[c] = from_value<R>(border_values[c]);
-  detail::sample<C, Interp, Border, Keep>(detail::HwcFetch<D, C>{image}, g, image.width,
-                                          image.height, x, y, border_value, out);
+  read_image_at<D, C, Interp, Border, Keep>(
+      image, axis_sample_x<Interp, Border, Keep>(g, x, image.width),
+      axis_sample_y<Interp, Border, Keep>(g, y, image.height), border_value, out);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -284,28 +356,37 @@ struct Nv12Fetch {
   using value_type = float;
   const ImageView& frame;
   KF_HOST_DEVICE void operator()(long long ix, long long iy, float* rgb) const {
-    const unsigned char* p = static_cast<const unsigned char*>(frame.data);
-    const long long luma = p[iy * frame.row_stride + ix * frame.col_stride];
+    const void* p = frame.data;
+    const long long luma = load_input<dtype::u8>(p, iy * frame.row_stride + ix * frame.col_stride);
     const long long chroma_row = frame.height + (iy >> 1);
     const long long chroma_col = ix & ~1LL;
     const long long base = chroma_row * frame.row_stride + chroma_col * frame.col_stride;
-    const long long u = p[base];
-    const long long v = p[base + frame.col_stride];
+    const long long u = load_input<dtype::u8>(p, base);
+    const long long v = load_input<dtype::u8>(p, base + frame.col_stride);
     yuv_to_rgb<Standard, FullRange>(luma, u, v, rgb);
   }
 };
 
 }  // namespace detail
 
-// Output pixel (x, y) of a read of an NV12 frame: 3 floats, RGB on a 0..255 scale. border_values
-// holds 3 launch values (RGB).
+// Output pixel (sx, sy) of a read of an NV12 frame: 3 floats, RGB on a 0..255 scale.
+// border_value holds the 3 border values (RGB) as floats.
+template <int Interp, int Border, bool Keep, int Standard, bool FullRange>
+KF_HOST_DEVICE void read_nv12_at(const ImageView& frame, const AxisSample& sx, const AxisSample& sy,
+                                 const float* border_value, float* out) {
+  detail::sample_at<3, Interp, Border, Keep>(detail::Nv12Fetch<Standard, FullRange>{frame}, sx, sy,
+                                             border_value, out);
+}
+
+// Output pixel (x, y) of a read of an NV12 frame; border_values holds 3 launch values (RGB).
 template <int Interp, int Border, bool Keep, int Standard, bool FullRange>
 KF_HOST_DEVICE void read_nv12(const ImageView& frame, const ReadGeometry& g, int x, int y,
                               const double* border_values, float* out) {
   float border_value[3];
   for (int c = 0; c < 3; ++c) border_value[c] = static_cast<float>(border_values[c]);
-  detail::sample<3, Interp, Border, Keep>(detail::Nv12Fetch<Standard, FullRange>{frame}, g,
-                                          frame.width, frame.height, x, y, border_value, out);
+  read_nv12_at<Interp, Border, Keep, Standard, FullRange>(
+      frame, axis_sample_x<Interp, Border, Keep>(g, x, frame.width),
+      axis_sample_y<Interp, Border, Keep>(g, y, frame.height), border_value, out);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -379,6 +460,24 @@ KF_HOST_DEVICE NormalizeCompute<D> normalize(Compute<D> x, double scale, double 
   using T = NormalizeCompute<D>;
   return div_rn(sub_rn(mul_rn(static_cast<T>(x), static_cast<T>(scale)), static_cast<T>(mean)),
                 static_cast<T>(std));
+}
+
+// normalize<D>, with scale and mean already in the compute type (static_cast of the launch
+// values, as normalize does) and std prepared as a Divisor, with the fast division path when Fast
+// and the compute type is f32 (recorded in ok; see fusion_ops.hpp).
+template <bool Fast, int D>
+KF_HOST_DEVICE NormalizeCompute<D> normalize_v(Compute<D> x, NormalizeCompute<D> scale,
+                                               NormalizeCompute<D> mean,
+                                               const Divisor<NormalizeCompute<D>>& std,
+                                               FastCheck& ok) {
+  using T = NormalizeCompute<D>;
+  const T centred = sub_rn(mul_rn(static_cast<T>(x), scale), mean);
+  if constexpr (Fast && KF_DEVICE_CODE && sizeof(T) == sizeof(float)) {
+    return fast::div(centred, std, ok);
+  } else {
+    (void)ok;
+    return div_rn(centred, std.value);
+  }
 }
 
 }  // namespace math

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -916,6 +917,187 @@ TEST_F(RandomGraphTest, NodeMarkedAsTwoOutputs) {
       const float want = o == 2 ? product + 1.0f : product;
       ASSERT_EQ(got[e].f, want) << "output " << o << " element " << e;
     }
+  }
+}
+
+// Float division, sqrt and rsqrt are correctly rounded bit for bit on both backends, whatever
+// the operands (core/math/fusion_ops.hpp: the device's fast paths must fall back to the exact
+// functions wherever they are not exact): random bit patterns of every exponent, the fast paths'
+// range limits, zeros, subnormals, infinities and NaN; a tensor divisor, a launch-value divisor
+// (inside and outside the fast range), a chain; dense outputs (the vector path, with a tail) and
+// strided ones (the element path). The expectations are the host's IEEE float operations.
+TEST_F(RandomGraphTest, FloatDivisionAndRootsAreCorrectlyRounded) {
+  fusion_test::GraphHandle g(ctx());
+  Builder b{g};
+  const int32_t x = b.tensor(KF_DTYPE_FLOAT32, 1);
+  const int32_t y = b.tensor(KF_DTYPE_FLOAT32, 1);
+  const int32_t s = b.scalar(0.7);
+  const int32_t root = b.unary(KF_UNARY_SQRT, x);
+  b.output(b.binary(KF_BINARY_DIV, x, y));
+  b.output(b.binary(KF_BINARY_DIV, x, s));
+  b.output(root);
+  b.output(b.unary(KF_UNARY_RSQRT, x));
+  b.output(b.binary(KF_BINARY_DIV, root, y));
+  fusion_test::KernelHandle k = fusion_test::compile(g);
+  ASSERT_NE(k.k, nullptr);
+
+  std::mt19937_64 rng(1234);
+  const float kSpecial[] = {0.0f,
+                            -0.0f,
+                            std::numeric_limits<float>::denorm_min(),
+                            -std::numeric_limits<float>::denorm_min(),
+                            0x1.fffffcp-127f,  // the largest subnormal
+                            std::numeric_limits<float>::min(),
+                            0x1p-101f,
+                            std::nextafter(0x1p-101f, 0.0f),
+                            0x1p-60f,
+                            std::nextafter(0x1p-60f, 0.0f),
+                            -0x1p-60f,
+                            0x1p61f,
+                            std::nextafter(0x1p61f, 0.0f),
+                            -0x1p61f,
+                            std::numeric_limits<float>::max(),
+                            -std::numeric_limits<float>::max(),
+                            INFINITY,
+                            -INFINITY,
+                            NAN,
+                            1.0f,
+                            -1.0f,
+                            3.0f,
+                            0.1f,
+                            0x1.fffffep0f,
+                            0x1.000002p0f};
+  const size_t n_special = sizeof kSpecial / sizeof kSpecial[0];
+  const size_t n = 8195;  // not a multiple of any vector width: the vector path has a tail
+  std::vector<float> xs(n), ys(n);
+  auto random_float = [&](size_t i) {
+    if (i % 3 == 0) {  // any bit pattern: every exponent, NaNs and infinities included
+      uint32_t u = static_cast<uint32_t>(rng());
+      float f;
+      std::memcpy(&f, &u, sizeof f);
+      return f;
+    }
+    const float m = std::uniform_real_distribution<float>(0.25f, 4.0f)(rng);
+    return (rng() & 1) ? -m : m;
+  };
+  for (size_t i = 0; i < n; ++i) {
+    // Every pair of specials somewhere, then random values.
+    xs[i] = i < n_special * n_special ? kSpecial[i / n_special] : random_float(i);
+    ys[i] = i < n_special * n_special ? kSpecial[i % n_special] : random_float(i + 1);
+  }
+  auto nums = [](const std::vector<float>& v) {
+    std::vector<Num> r(v.size());
+    for (size_t i = 0; i < v.size(); ++i) r[i].f = v[i];
+    return r;
+  };
+  DeviceTensor tx = fusion_test::make_tensor(ctx(), KF_DTYPE_FLOAT32, {int64_t(n)}, false, rng);
+  DeviceTensor ty = fusion_test::make_tensor(ctx(), KF_DTYPE_FLOAT32, {int64_t(n)}, false, rng);
+  fusion_test::upload(tx, nums(xs));
+  fusion_test::upload(ty, nums(ys));
+
+  auto same = [](float a, float b) {
+    if (std::isnan(a) && std::isnan(b)) return true;
+    uint32_t ua, ub;
+    std::memcpy(&ua, &a, 4);
+    std::memcpy(&ub, &b, 4);
+    return ua == ub;
+  };
+  for (const float divisor : {0.7f, 3.0f, 1e-30f, -0.0f}) {
+    for (const bool strided : {false, true}) {
+      SCOPED_TRACE(std::string("scalar divisor ") + std::to_string(divisor) +
+                   (strided ? ", strided outputs" : ", dense outputs"));
+      std::vector<DeviceTensor> outs;
+      std::vector<kf_tensor_t*> handles;
+      for (int o = 0; o < 5; ++o) {
+        outs.push_back(
+            fusion_test::make_tensor(ctx(), KF_DTYPE_FLOAT32, {int64_t(n)}, strided, rng));
+        fusion_test::poison(outs.back());
+        handles.push_back(outs.back().handle());
+      }
+      KF_ASSERT_OK(fusion_test::launch(k, 1, {tx.handle(), ty.handle()}, handles, {},
+                                       {kf_fused_value_t{s, 0, divisor}}));
+      std::vector<std::vector<Num>> got;
+      for (int o = 0; o < 5; ++o)
+        got.push_back(fusion_test::download(outs[o], "output " + std::to_string(o)));
+      size_t bad = 0;
+      for (size_t i = 0; i < n; ++i) {
+        const float r = std::sqrt(xs[i]);
+        const float want[5] = {xs[i] / ys[i], xs[i] / divisor, r, 1.0f / r, r / ys[i]};
+        for (int o = 0; o < 5; ++o) {
+          const float value = static_cast<float>(got[o][i].f);
+          if (!same(value, want[o]) && bad++ < 10)
+            ADD_FAILURE() << "output " << o << " element " << i << " (x " << xs[i] << ", y "
+                          << ys[i] << "): got " << value << ", want " << want[o];
+        }
+      }
+      ASSERT_EQ(bad, 0u);
+    }
+  }
+}
+
+// Float min and max are IEEE 754-2019 minimum and maximum on both backends, bit for bit: NaN if
+// either operand is NaN, -0 below +0 whatever the operands' order; clamp is their composition.
+TEST_F(RandomGraphTest, FloatMinMaxOrderSignedZerosAndPropagateNaN) {
+  for (const kf_dtype_t dtype : {KF_DTYPE_FLOAT32, KF_DTYPE_FLOAT64, KF_DTYPE_BFLOAT16}) {
+    SCOPED_TRACE(row_test::dtype_name(dtype));
+    fusion_test::GraphHandle g(ctx());
+    Builder b{g};
+    const int32_t x = b.tensor(dtype, 1);
+    const int32_t y = b.tensor(dtype, 1);
+    b.output(b.binary(KF_BINARY_MIN, x, y));
+    b.output(b.binary(KF_BINARY_MAX, x, y));
+    b.output(b.binary(KF_BINARY_MAX, x, b.scalar(0.0)));  // a launch value operand
+    b.output(b.clamp(x, y, b.scalar(1.5)));
+    fusion_test::KernelHandle k = fusion_test::compile(g);
+    ASSERT_NE(k.k, nullptr);
+    const double kValues[] = {0.0, -0.0, 1.0, -1.0, 1.5, 2.0, -2.0, INFINITY, -INFINITY, NAN};
+    const size_t m = sizeof kValues / sizeof kValues[0];
+    std::vector<Num> xs, ys;
+    for (size_t i = 0; i < m * m; ++i) {
+      xs.push_back(Num{kValues[i / m], 0});
+      ys.push_back(Num{kValues[i % m], 0});
+    }
+    const int64_t n = static_cast<int64_t>(xs.size());
+    std::mt19937_64 rng(5);
+    DeviceTensor tx = fusion_test::make_tensor(ctx(), dtype, {n}, false, rng);
+    DeviceTensor ty = fusion_test::make_tensor(ctx(), dtype, {n}, true, rng);
+    fusion_test::upload(tx, xs);
+    fusion_test::upload(ty, ys);
+    std::vector<DeviceTensor> outs;
+    std::vector<kf_tensor_t*> handles;
+    for (int o = 0; o < 4; ++o) {
+      outs.push_back(fusion_test::make_tensor(ctx(), dtype, {n}, o == 3, rng));
+      fusion_test::poison(outs.back());
+      handles.push_back(outs.back().handle());
+    }
+    KF_ASSERT_OK(fusion_test::launch(k, 1, {tx.handle(), ty.handle()}, handles));
+    // IEEE 754-2019 minimum / maximum.
+    auto minimum = [](double a, double b) {
+      if (std::isnan(a) || std::isnan(b)) return NAN * 1.0;
+      if (a == b) return std::signbit(a) ? a : b;
+      return a < b ? a : b;
+    };
+    auto maximum = [](double a, double b) {
+      if (std::isnan(a) || std::isnan(b)) return NAN * 1.0;
+      if (a == b) return std::signbit(a) ? b : a;
+      return a < b ? b : a;
+    };
+    for (int o = 0; o < 4; ++o) {
+      const std::vector<Num> got = fusion_test::download(outs[o], "output " + std::to_string(o));
+      for (size_t i = 0; i < got.size(); ++i) {
+        const double a = xs[i].f, c = ys[i].f;
+        const double want = o == 0   ? minimum(a, c)
+                            : o == 1 ? maximum(a, c)
+                            : o == 2 ? maximum(a, 0.0)
+                                     : minimum(maximum(a, c), 1.5);
+        const double value = got[i].f;
+        const bool same = (std::isnan(want) && std::isnan(value)) ||
+                          (value == want && std::signbit(value) == std::signbit(want));
+        EXPECT_TRUE(same) << "output " << o << " (" << a << ", " << c << "): got " << value
+                          << ", want " << want;
+      }
+    }
+    if (HasFailure()) return;
   }
 }
 

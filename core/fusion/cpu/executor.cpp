@@ -472,7 +472,11 @@ void Executor::run_image_tile(const Item& item, const LaunchPlan& plan, int64_t 
   }
 }
 
-void Executor::launch(kf_context_t* ctx, const LaunchPlan& plan, kf_stream_t*) const {
+void Executor::launch(kf_context_t* ctx, const LaunchPlan& uniform_or_full, kf_stream_t*) const {
+  // A uniform plan (one frame, many crops) is written out item by item: the tiles address items.
+  LaunchPlan full;
+  if (uniform_or_full.uniform_items > 0) full = expanded(uniform_or_full);
+  const LaunchPlan& plan = uniform_or_full.uniform_items > 0 ? full : uniform_or_full;
   const size_t n_items = plan.items.size();
   std::vector<Walk> walks(g_.image ? 0 : n_items);
   std::vector<int64_t> values_of(n_items), first_tile(n_items + 1, 0);

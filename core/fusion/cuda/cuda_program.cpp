@@ -110,7 +110,19 @@ class CudaProgram final : public Program {
     cuda::check(
         cudaDeviceGetAttribute(&threads_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, device_),
         "reading the threads per multiprocessor");
-    max_blocks_ = std::max(1, sms) * std::max(1, threads_per_sm / static_cast<int>(kBlockThreads));
+    // The blocks that are resident at once, from the kernel's own register use: a grid-stride
+    // grid sized for full occupancy by a kernel that cannot reach it runs a partial second wave
+    // (measured on H200: a 38-register chain kernel at 6 blocks per SM given 8 per SM's worth of
+    // blocks reached 87.7 % of copy).
+    int per_sm = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &per_sm, reinterpret_cast<const void*>(kernel_), static_cast<int>(kBlockThreads), 0) !=
+            cudaSuccess ||
+        per_sm < 1) {
+      cudaGetLastError();
+      per_sm = std::max(1, threads_per_sm / static_cast<int>(kBlockThreads));
+    }
+    max_blocks_ = std::max(1, sms) * per_sm;
     if (!layout_.inline_items) staging_ = std::make_unique<StagingSlots>();
   }
 
@@ -122,8 +134,73 @@ class CudaProgram final : public Program {
 
   void launch(kf_context_t* ctx, const LaunchPlan& plan, kf_stream_t* s) const override {
     activate(ctx);
-    const size_t n_items = plan.items.size();
     cudaStream_t stream = static_cast<cudaStream_t>(s->native);
+    if (plan.uniform_items > 0 && layout_.compact) {
+      launch_uniform(plan, stream);
+      return;
+    }
+    launch_items(plan, stream);
+  }
+
+ private:
+  // The grid for items of at most max_h x max_w output pixels (image graphs) or max_units
+  // threads' worth of work (tensor graphs).
+  void grid_for(size_t n_items, int64_t max_units, int64_t max_h, int64_t max_w, dim3* grid,
+                dim3* threads) const {
+    if (layout_.image) {
+      *threads = dim3(32, kBlockThreads / 32, 1);
+      const int64_t columns = std::max<int64_t>(1, (max_w + 31) / 32);
+      const int64_t items = static_cast<int64_t>(std::min<size_t>(n_items, 65535));
+      // Rows per thread: enough blocks for about four waves, and no fewer rows per block than
+      // needed: every thread then walks several rows of its column, the item's set-up (its
+      // table entry, geometry, column samples) paid once per column instead of once per pixel.
+      int64_t row_blocks = std::max<int64_t>(1, (max_h + threads->y - 1) / threads->y);
+      const int64_t wanted = 4 * static_cast<int64_t>(max_blocks_);
+      row_blocks = std::min<int64_t>(row_blocks, std::max<int64_t>(1, wanted / (columns * items)));
+      *grid = dim3(static_cast<unsigned>(columns),
+                   static_cast<unsigned>(std::min<int64_t>(65535, row_blocks)),
+                   static_cast<unsigned>(items));
+    } else {
+      *threads = dim3(kBlockThreads, 1, 1);
+      // Heavy graphs: the resident blocks, looping; light ones: one pass (layout_.persistent).
+      const int64_t blocks = (max_units + kBlockThreads - 1) / kBlockThreads;
+      const int64_t cap = layout_.persistent ? max_blocks_ : int64_t{0x7fffffff};
+      *grid = dim3(static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(blocks, cap))),
+                   static_cast<unsigned>(std::min<size_t>(n_items, 65535)), 1);
+    }
+  }
+
+  // A uniform image launch through the compact block: item 0 as `common`, the rectangles copied
+  // as they are (kf_rect_t is x, y, width, height in int32, as the kernel's int[4]).
+  void launch_uniform(const LaunchPlan& plan, cudaStream_t stream) const {
+    static_assert(sizeof(kf_rect_t) == 16, "kf_rect_t is four int32");
+    thread_local std::vector<int64_t> block;
+    const size_t total_slots = layout_.param_bytes / sizeof(int64_t);
+    if (block.size() < total_slots) block.resize(total_slots);
+    const size_t n_items = static_cast<size_t>(plan.uniform_items);
+    std::copy(plan.values.begin(), plan.values.end(), reinterpret_cast<double*>(block.data()));
+    block[layout_.value_slots] = static_cast<int64_t>(n_items);
+    block[layout_.value_slots + 1] = 0;  // items: null, the uniform form
+    for (size_t o = 0; o < plan.output_steps.size(); ++o)
+      block[layout_.out_step_slot() + o] = plan.output_steps[o];
+    const Item& item = plan.items[0];
+    int64_t* common = block.data() + layout_.common_slot();
+    encode_item(layout_, item, common);
+    kf_rect_t* crops = reinterpret_cast<kf_rect_t*>(block.data() + layout_.crops_slot());
+    if (plan.crops != nullptr) {
+      std::memcpy(crops, plan.crops, n_items * sizeof(kf_rect_t));
+    } else {
+      std::fill(crops, crops + n_items, item.crop);
+    }
+    dim3 grid, threads;
+    grid_for(n_items, 0, common[0], common[1], &grid, &threads);
+    void* params[] = {block.data()};
+    cuda::launch_library_kernel(kernel_, grid, threads, 0, stream, params, "fused kernel");
+  }
+
+  // Every item encoded (a uniform plan's items written out one by one).
+  void launch_items(const LaunchPlan& plan, cudaStream_t stream) const {
+    const size_t n_items = plan_size(plan);
     // The block is rebuilt for every launch in a per-thread buffer (no allocation once grown).
     thread_local std::vector<int64_t> block;
     const size_t header = layout_.header_slots;
@@ -139,33 +216,28 @@ class CudaProgram final : public Program {
     int64_t max_units = 0, max_h = 0, max_w = 0;
     for (size_t i = 0; i < n_items; ++i) {
       int64_t* dst = items + i * item_slots;
-      encode_item(layout_, plan.items[i], dst);
+      if (plan.uniform_items > 0 && i > 0) {
+        // Item 0's slots with this item's crop and output offsets.
+        encode_uniform_item(layout_, items, plan.crops ? plan.crops[i] : plan.items[0].crop,
+                            static_cast<int64_t>(i), plan.output_steps, dst);
+      } else {
+        encode_item(layout_, plan.items[i], dst);
+      }
       if (layout_.image) {
         max_h = std::max(max_h, dst[0]);
         max_w = std::max(max_w, dst[1]);
       } else {
+        // Vector mode: a thread takes kVector * kUnroll elements per step (the tail element by
+        // element).
         const int64_t numel = dst[0];
-        const int64_t units =
-            dst[1] == kVector ? numel / layout_.vector_elements + numel % layout_.vector_elements
-                              : numel;
+        const int64_t per_thread = static_cast<int64_t>(layout_.vector_elements) * layout_.unroll;
+        const int64_t units = dst[1] == kVector ? numel / per_thread + numel % per_thread : numel;
         max_units = std::max(max_units, units);
       }
     }
 
     dim3 grid, threads;
-    if (layout_.image) {
-      threads = dim3(32, kBlockThreads / 32, 1);
-      grid = dim3(static_cast<unsigned>(std::max<int64_t>(1, (max_w + 31) / 32)),
-                  static_cast<unsigned>(std::min<int64_t>(
-                      65535, std::max<int64_t>(1, (max_h + threads.y - 1) / threads.y))),
-                  static_cast<unsigned>(std::min<size_t>(n_items, 65535)));
-    } else {
-      threads = dim3(kBlockThreads, 1, 1);
-      const int64_t blocks = (max_units + kBlockThreads - 1) / kBlockThreads;
-      grid =
-          dim3(static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(blocks, max_blocks_))),
-               static_cast<unsigned>(std::min<size_t>(n_items, 65535)), 1);
-    }
+    grid_for(n_items, max_units, max_h, max_w, &grid, &threads);
 
     if (layout_.inline_items) {
       void* params[] = {block.data()};
@@ -175,7 +247,6 @@ class CudaProgram final : public Program {
     launch_with_table(block.data(), n_items, grid, threads, stream);
   }
 
- private:
   void launch_with_table(int64_t* block, size_t n_items, dim3 grid, dim3 threads,
                          cudaStream_t stream) const {
     const size_t bytes = n_items * layout_.item_bytes();
