@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "core/ops/elementwise/elementwise.hpp"
+#include "core/ops/fast_divmod.cuh"
 #include "core/runtime/cuda/device_caps.hpp"
 #include "core/runtime/cuda/launch.hpp"
 #include "core/runtime/error.hpp"
@@ -59,21 +60,6 @@ constexpr int64_t kMaxDenseLaunch = int64_t{1} << 30;
 
 // ---- index helpers ----------------------------------------------------------------------------
 
-// Division by a run-time constant with a multiply-high and a shift (Granlund-Montgomery, the
-// form PyTorch's IntDivider uses); exact for dividends and divisors below 2^31.
-struct FastDivmod32 {
-  uint32_t divisor = 1, multiplier = 1, shift = 0;
-  FastDivmod32() = default;
-  explicit FastDivmod32(uint32_t d) : divisor(d) {
-    while (shift < 32 && (uint32_t{1} << shift) < d) ++shift;
-    multiplier =
-        static_cast<uint32_t>(((uint64_t{1} << 32) * ((uint64_t{1} << shift) - d)) / d + 1);
-  }
-  __device__ __forceinline__ uint32_t div(uint32_t n) const {
-    return (__umulhi(n, multiplier) + n) >> shift;
-  }
-};
-
 struct Divmod64 {
   int64_t divisor = 1;
   Divmod64() = default;
@@ -85,7 +71,7 @@ template <class Index>
 struct DivmodFor;
 template <>
 struct DivmodFor<uint32_t> {
-  using type = FastDivmod32;
+  using type = FastDivmod;
 };
 template <>
 struct DivmodFor<int64_t> {
@@ -105,10 +91,10 @@ struct DenseArgs {
   const S* a;
   const S* b;  // dense: aligned like a; scalar: one element; bias: 16-byte aligned row
   S* out;
-  uint32_t head;             // elements before a and out reach a 16-byte boundary (< width)
-  uint32_t vectors;          // whole vectors after the head
-  uint32_t tail;             // elements after the vectors (< width)
-  FastDivmod32 row_vectors;  // bias: vectors per b row
+  uint32_t head;           // elements before a and out reach a 16-byte boundary (< width)
+  uint32_t vectors;        // whole vectors after the head
+  uint32_t tail;           // elements after the vectors (< width)
+  FastDivmod row_vectors;  // bias: vectors per b row
 };
 
 template <class Policy, class S, class Op, class Act, BMode Mode>
@@ -286,7 +272,7 @@ void launch_dense(const Plan& p, const Target& t) {
     args.vectors = static_cast<uint32_t>((n - head) / kWidth);
     args.tail = static_cast<uint32_t>(n - head - int64_t{args.vectors} * kWidth);
     if (Mode == BMode::bias)
-      args.row_vectors = FastDivmod32(static_cast<uint32_t>(p.row_length / kWidth));
+      args.row_vectors = FastDivmod(static_cast<uint32_t>(p.row_length / kWidth));
     const uint32_t grid =
         grid_size(std::max<int64_t>(args.vectors, 1), int64_t{Policy::threads} * Policy::unroll,
                   t.sms, blocks_per_sm);

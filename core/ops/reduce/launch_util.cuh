@@ -9,25 +9,12 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/ops/fast_divmod.cuh"
 #include "core/runtime/cuda/device_caps.hpp"
 
 namespace kf::reduce {
 
-// n / d for a run-time constant d with a multiply-high and a shift (Granlund-Montgomery); exact
-// for dividends and divisors below 2^31. Three instructions instead of a ~20-instruction division.
-struct FastDivmod {
-  uint32_t divisor = 1, multiplier = 1, shift = 0;
-  FastDivmod() = default;
-  explicit FastDivmod(uint32_t d) : divisor(d) {
-    while (shift < 32 && (uint32_t{1} << shift) < d) ++shift;
-    multiplier =
-        static_cast<uint32_t>(((uint64_t{1} << 32) * ((uint64_t{1} << shift) - d)) / d + 1);
-  }
-  __device__ __forceinline__ uint32_t div(uint32_t n) const {
-    return (__umulhi(n, multiplier) + n) >> shift;
-  }
-  __device__ __forceinline__ uint32_t mod(uint32_t n) const { return n - div(n) * divisor; }
-};
+using kf::FastDivmod;  // core/ops/fast_divmod.cuh
 
 // Blocks of `kernel` that are resident on `device` at once (at least one per SM), for blocks of
 // `threads` threads and at most `smem` bytes of dynamic shared memory each (every launch of the

@@ -34,16 +34,22 @@ struct Operand {
   int64_t inner[KF_MAX_DIMS] = {};
 };
 
+// Element offset of `index` in row-major order over `ndim` extents with the given strides.
+KF_HOST_DEVICE int64_t split_offset(int64_t index, int32_t ndim, const int64_t* shape,
+                                    const int64_t* strides) {
+  int64_t offset = 0;
+  for (int32_t d = ndim - 1; d >= 0; --d) {
+    const int64_t q = index / shape[d];
+    offset += (index - q * shape[d]) * strides[d];
+    index = q;
+  }
+  return offset;
+}
+
 // Element offset of row `row` (row-major over the leading dims).
 KF_HOST_DEVICE int64_t row_offset(const Walk& w, const Operand& t, int64_t row) {
   if (w.outer_ndim == 1) return row * t.outer[0];  // the common case: no division
-  int64_t offset = 0;
-  for (int32_t d = w.outer_ndim - 1; d >= 0; --d) {
-    const int64_t q = row / w.outer_shape[d];
-    offset += (row - q * w.outer_shape[d]) * t.outer[d];
-    row = q;
-  }
-  return offset;
+  return split_offset(row, w.outer_ndim, w.outer_shape, t.outer);
 }
 
 #if defined(__CUDACC__)
@@ -54,17 +60,11 @@ KF_HOST_DEVICE int64_t row_offset(const Walk& w, const Operand& t, int64_t row) 
 
 // row_offset with the multi-dim case as a call: for the register-cached kernels, which take one
 // offset per operand per row. Inlining every copy of the 64-bit division loop made those
-// kernels several times longer than their hot path and cost them registers (an H200 A/B,
-// 2026-11-26: softmax f32 rows of 1024 ran at 71 % of copy with the loops inlined, 93 % without).
-// The staged kernels, which take offsets inside their copy loops, keep row_offset.
+// kernels several times longer than their hot path and added to their registers. The staged
+// kernels, which take offsets inside their copy loops, keep row_offset (the call measured slower
+// there).
 KF_ROWS_OUT_OF_LINE int64_t row_offset_split(const Walk& w, const Operand& t, int64_t row) {
-  int64_t offset = 0;
-  for (int32_t d = w.outer_ndim - 1; d >= 0; --d) {
-    const int64_t q = row / w.outer_shape[d];
-    offset += (row - q * w.outer_shape[d]) * t.outer[d];
-    row = q;
-  }
-  return offset;
+  return split_offset(row, w.outer_ndim, w.outer_shape, t.outer);
 }
 KF_HOST_DEVICE int64_t row_offset_cold(const Walk& w, const Operand& t, int64_t row) {
   return w.outer_ndim == 1 ? row * t.outer[0] : row_offset_split(w, t, row);
@@ -73,13 +73,7 @@ KF_HOST_DEVICE int64_t row_offset_cold(const Walk& w, const Operand& t, int64_t 
 // Element offset of column `col` of a row, relative to the row's first element.
 KF_HOST_DEVICE int64_t col_offset(const Walk& w, const Operand& t, int64_t col) {
   if (w.inner_ndim == 1) return col * t.inner[0];
-  int64_t offset = 0;
-  for (int32_t d = w.inner_ndim - 1; d >= 0; --d) {
-    const int64_t q = col / w.inner_shape[d];
-    offset += (col - q * w.inner_shape[d]) * t.inner[d];
-    col = q;
-  }
-  return offset;
+  return split_offset(col, w.inner_ndim, w.inner_shape, t.inner);
 }
 
 // True when an operand's rows are dense (column c at element c of the row).
