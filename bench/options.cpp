@@ -1,7 +1,9 @@
 #include "bench/options.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <sstream>
 
 namespace kf_bench {
@@ -139,8 +141,17 @@ int parse_options(int argc, char** argv, Options* options) {
         return usage_error("--suite takes elementwise, ops, fusion or all");
       options->suite = text;
     } else if (arg == "--filter") {
-      if (!value(&text) || text.empty()) return usage_error("--filter needs a list of op names");
+      static const char* const kOpNames[] = {"bias_activation", "gelu_dropout", "softmax",
+                                             "log_softmax",     "layer_norm",   "rms_norm",
+                                             "batch_norm",      "reduce"};
+      const std::string names =
+          "bias_activation,gelu_dropout,softmax,log_softmax,layer_norm,rms_norm,batch_norm,reduce";
+      if (!value(&text) || text.empty()) return usage_error("--filter takes names from " + names);
       options->filter = split_list(text);
+      for (const std::string& name : options->filter) {
+        if (std::find(std::begin(kOpNames), std::end(kOpNames), name) == std::end(kOpNames))
+          return usage_error("--filter: unknown op " + name + " (names: " + names + ")");
+      }
     } else if (arg == "--json") {
       if (!value(&text)) return usage_error("--json needs a file name");
       options->json_path = text;
