@@ -36,12 +36,12 @@ struct HostCostResult {
   int64_t calls = 0;
   int64_t elements = 0;
   int sync_every = 0;
-  int64_t batches = 0;             // calls / sync_every batches, each timed on its own
-  double us_per_call = 0;          // median over the batches of the host time per call inside the
-                                   // calls (drains excluded): the host cost
-  double us_per_call_mean = 0;     // the same, averaged over all calls (OS noise included)
-  double us_per_call_drained = 0;  // wall time including the drains: bounded by the GPU as well
-  double us_empty_launch = -1;  // CUDA: the same measurement (median) of an empty kernel's launch
+  int64_t batches = 0;          // calls / sync_every batches, each timed on its own
+  double us_per_call = 0;       // median over the batches of the host time per call inside the
+                                // calls (drains excluded): the host cost
+  double us_per_call_mean = 0;  // the same, averaged over all calls (OS noise included)
+  double us_empty_launch = -1;  // CUDA: the same measurement (median) of an empty kernel's launch,
+                                // in batches interleaved with the library's
   double us_empty_launch_driver = -1;  // ... launched with the driver's cuLaunchKernel
   std::string error;                   // empty on success
 };

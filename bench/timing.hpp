@@ -51,10 +51,10 @@ CopyCeiling measure_device_copy(int device_id, size_t bytes, int warmup, int run
 // "CUDA runtime 13.0, driver supports 13.0", or "" in a CPU-only build.
 std::string cuda_version_string();
 
-// Host microseconds per launch of an empty kernel on native_stream (a cudaStream_t), timed inside
-// the launches with a drain every sync_every launches (the median over those batches), through
-// the runtime's <<<>>> or the driver's cuLaunchKernel; -1 on a CUDA error. CUDA builds only.
-double empty_launch_host_us(void* native_stream, int64_t calls, int sync_every, bool driver_api);
+// Host microseconds per launch of an empty kernel on native_stream (a cudaStream_t) over one
+// batch of `launches`, timed inside the launches, then the stream drained; through the runtime's
+// <<<>>> or the driver's cuLaunchKernel; -1 on a CUDA error. CUDA builds only.
+double empty_launch_batch_us(void* native_stream, int64_t launches, bool driver_api);
 
 // Wall-clock time in microseconds since an arbitrary start.
 double now_us();

@@ -43,8 +43,7 @@ struct Gelu {
   static constexpr Activation id = Activation::gelu;
   template <class T, class P = Precise>
   KF_HOST_DEVICE T operator()(T x, P = {}) const {
-    const T inv_sqrt2 = T(0.70710678118654752440);
-    return T(0.5) * x * (T(1) + P::erf(x * inv_sqrt2));
+    return T(0.5) * x * (T(1) + P::erf_over_sqrt2(x));
   }
 };
 

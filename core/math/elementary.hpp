@@ -132,9 +132,10 @@ struct Precise {
   static KF_HOST_DEVICE T exp(T x) {
     return exp_of(x);
   }
+  // erf(x / sqrt 2), GELU's term.
   template <class T>
-  static KF_HOST_DEVICE T erf(T x) {
-    return erf_of(x);
+  static KF_HOST_DEVICE T erf_over_sqrt2(T x) {
+    return erf_of(x * T(0.70710678118654752440));
   }
   template <class T>
   static KF_HOST_DEVICE T tanh(T x) {
@@ -146,36 +147,62 @@ struct Precise {
   }
 };
 
+#if KF_DEVICE_CODE
+// The hardware's approximate 2^x and 1/x (MUFU.EX2, MUFU.RCP) in their flush-to-zero forms.
+// __expf and __fdividef use the forms that keep subnormals, for which the compiler wraps each
+// MUFU instruction in a test, a select and two rescaling multiplies: four instructions around
+// one. Flushing changes only results below 2^-126 (2^x for x < -126, 1/x for |x| > 2^126), which
+// the primitive set below turns into zeros that a 16-bit result cannot tell apart from the exact
+// value's rounding (f16's smallest subnormal is 2^-24; bf16 loses its own subnormals, which lie
+// below 2^-126 and carry at most 2^-126 of absolute error).
+namespace hw {
+KF_HOST_DEVICE float exp2_approx_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+KF_HOST_DEVICE float rcp_approx_ftz(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+}  // namespace hw
+#endif
+
 // For results rounded to f16 or bf16 (relative precision 4.9e-4 and 3.9e-3): on the device, a
-// short erf (absolute error 1.5e-7), the rational tanh above, and exp with the hardware's
-// approximate reciprocal and exponential (__fdividef, __expf: a few ulp of float, invisible after
-// rounding), about half the instructions of CUDA's full-precision erff/expf and IEEE division.
-// The 16-bit GELU and SiLU kernels are limited by instruction issue, not memory, with the precise
-// set. Host code is memory-bound already and keeps the precise functions.
+// short erf (absolute error 1.5e-7), the rational tanh above, and exp and division through the
+// hardware's approximate exponential and reciprocal (hw:: above: a few ulp of float, invisible
+// after rounding), about a third of the instructions of CUDA's full-precision erff/expf and IEEE
+// division. The 16-bit GELU and SiLU kernels are limited by instruction issue, not memory, with
+// the precise set. Host code is memory-bound already and keeps the precise functions.
 struct HalfStorage {
 #if KF_DEVICE_CODE
   struct FastDivide {
-    KF_HOST_DEVICE float operator()(float a, float b) const { return __fdividef(a, b); }
+    KF_HOST_DEVICE float operator()(float a, float b) const { return a * hw::rcp_approx_ftz(b); }
   };
-  static KF_HOST_DEVICE float exp(float x) { return __expf(x); }
-  // Abramowitz & Stegun 7.1.26: erf|x| = 1 - t (a1 + t (a2 + ... a5 t)) e^(-x^2) with
-  // t = 1 / (1 + p|x|), absolute error <= 1.5e-7; about 14 instructions against 22 for the
-  // rational form (no clamps: t -> 0 and e^(-x^2) -> 0 do it). NaN propagates.
-  static KF_HOST_DEVICE float erf(float x) {
-    const float ax = fabsf(x);
-    const float t = __fdividef(1.0f, 1.0f + 0.3275911f * ax);
+  // e^x = 2^(x log2 e): NaN stays NaN, -inf gives +0, results below 2^-126 flush to 0.
+  static KF_HOST_DEVICE float exp(float x) { return hw::exp2_approx_ftz(x * 1.44269504088896341f); }
+  // erf(x / sqrt 2) by Abramowitz & Stegun 7.1.26: erf|z| = 1 - t (a1 + t (a2 + ... a5 t))
+  // e^(-z^2) with t = 1 / (1 + p|z|), absolute error <= 1.5e-7, about 14 instructions against 22
+  // for the rational form (no clamps: t -> 0 and e^(-z^2) -> 0 do it). The 1 / sqrt 2 is folded
+  // into p and into the exponent's constant, so z itself is never formed. NaN propagates.
+  static KF_HOST_DEVICE float erf_over_sqrt2(float x) {
+    constexpr float kP = 0.3275911f * 0.70710678118654752f;     // p / sqrt 2
+    constexpr float kHalfLog2e = -0.5f * 1.44269504088896341f;  // -log2(e) / 2
+    const float t = hw::rcp_approx_ftz(1.0f + kP * fabsf(x));
     float p = 1.061405429f;
     p = p * t + -1.453152027f;
     p = p * t + 1.421413741f;
     p = p * t + -0.284496736f;
     p = p * t + 0.254829592f;
-    return copysignf(1.0f - p * t * __expf(-ax * ax), x);
+    const float e = hw::exp2_approx_ftz(x * (x * kHalfLog2e));  // e^(-x^2 / 2)
+    return copysignf(1.0f - p * t * e, x);
   }
   static KF_HOST_DEVICE float tanh(float x) { return host_float::tanh_rational(x, FastDivide{}); }
-  static KF_HOST_DEVICE float divide(float a, float b) { return __fdividef(a, b); }
+  static KF_HOST_DEVICE float divide(float a, float b) { return FastDivide{}(a, b); }
 #else
   static KF_HOST_DEVICE float exp(float x) { return exp_of(x); }
-  static KF_HOST_DEVICE float erf(float x) { return erf_of(x); }
+  static KF_HOST_DEVICE float erf_over_sqrt2(float x) { return erf_of(x * 0.70710678118654752f); }
   static KF_HOST_DEVICE float tanh(float x) { return tanh_of(x); }
   static KF_HOST_DEVICE float divide(float a, float b) { return a / b; }
 #endif

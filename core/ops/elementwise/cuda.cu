@@ -3,15 +3,17 @@
 // Dense layouts (contiguous, scalar b, bias row b) run one kernel family that moves 16-byte
 // vectors: the first and last few elements that do not fill an aligned vector are handled
 // element-wise by the first threads, everything else as whole vectors, `unroll` vectors of every
-// operand loaded before any is used. Everything else (and dense layouts whose operands disagree
-// on 16-byte alignment) runs the strided kernel, which decomposes each output index into offsets
-// with precomputed divisions (32-bit when every offset fits, else 64-bit). Both use grid-stride
-// loops over a grid of (SMs x resident blocks per SM), so a launch is one full wave.
-// Launches are asynchronous: no allocation, no synchronisation.
+// operand loaded before any is used. A bias row's vectors are loaded once per thread, before its
+// loop, when the grid makes every thread meet the same columns on every pass. Everything else (and
+// dense layouts whose operands disagree on 16-byte alignment) runs the strided kernel, which
+// decomposes each output index into offsets with precomputed divisions (32-bit when every offset
+// fits, else 64-bit). Both use grid-stride loops over a grid of (SMs x resident blocks per SM), so
+// a launch is one full wave. Launches are asynchronous: no allocation, no synchronisation.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <numeric>
 
 #include "core/ops/elementwise/elementwise.hpp"
 #include "core/ops/fast_divmod.cuh"
@@ -31,21 +33,21 @@ enum class BMode { dense, scalar, bias };
 // the activation's arithmetic). f64 activations need more than 32 registers, so f64 runs at half
 // occupancy rather than spill.
 //
-// The exception is a 16-bit bias row: it moves 4 bytes per element instead of 6, so it must
-// process 1.5x the elements per second, and under the 32-register cap GELU then lost a fifth of
-// its speed. Measured on H100 (2026-11-26, kf-bench, 32768x4096 + [4096]): min blocks/unroll
-// 8/1 gave GELU 83.3/83.6 % of copy (f16/bf16); 4/2 88.5/91.4; 1/4 (no cap, four vectors in
-// flight) 92.4/90.6, with ReLU 95.4/95.2 and SiLU 92.9/92.1. The same change on the dense 16-bit
-// layout cost SiLU 4 points, so it stays at 8/1.
+// Loads of a and all stores take the evict-first path (ld.global.cs / st.global.cs): nothing is
+// read twice, and keeping the stream out of the way of the lines still in use (b's, a bias row)
+// lifted the bias-row layouts most. kf-bench on an H200 (2026-11-26, 256 MiB per tensor,
+// % of copy, same run): f32 bias + GELU 86.5 -> 91.1, 16-bit bias + GELU 85.8/84.4 -> 89.4/89.3
+// (f16/bf16), 16-bit same-shape GELU 91.4 -> 94.9. The same run measured the 16-bit bias rows
+// at 4 vectors in flight per thread (the earlier H100 tuning) or 2 at half occupancy: 1-7 points
+// slower than one vector at full occupancy with these hints.
 template <class S, BMode Mode>
 struct DensePolicy {
-  static constexpr bool half_bias = Mode == BMode::bias && sizeof(S) == 2;
   static constexpr int threads = 256;
   static constexpr int min_blocks_per_sm =
-      half_bias ? 1 : (sizeof(S) == 8 ? 4 : 8);  // 8: 2048 threads/SM, <= 32 registers
-  static constexpr int vector_bytes = 16;        // one LDG.128 / STG.128 per access
+      sizeof(S) == 8 ? 4 : 8;              // 8: 2048 threads/SM, <= 32 registers
+  static constexpr int vector_bytes = 16;  // one LDG.128 / STG.128 per access
   static constexpr int width = vector_bytes / static_cast<int>(sizeof(S));  // elements per vector
-  static constexpr int unroll = half_bias ? 4 : 1;  // vectors per operand per thread per iteration
+  static constexpr int unroll = 1;  // vectors per operand per thread per iteration
 };
 
 struct StridedPolicy {
@@ -95,7 +97,68 @@ struct DenseArgs {
   uint32_t vectors;        // whole vectors after the head
   uint32_t tail;           // elements after the vectors (< width)
   FastDivmod row_vectors;  // bias: vectors per b row
+  // bias: every thread meets the same b vectors on every pass of its loop (the grid's step is a
+  // whole number of rows, or the loop makes one pass), so it loads them once, before the loop.
+  bool bias_fixed;
 };
+
+// The whole-vector part of a dense kernel: a grid-stride loop, `unroll` vectors of every operand
+// loaded before any is used. kFixedBias (bias rows): the b vectors a thread needs are the same on
+// every pass, so they are loaded once and the loop reads only a.
+template <class Policy, class S, class Op, class Act, BMode Mode, bool kFixedBias>
+__device__ __forceinline__ void dense_loop(const DenseArgs<S>& args, math::compute_t<S> b_scalar) {
+  using Fused = FusedOp<S, Op, Act>;
+  using Traits = math::StorageTraits<S>;
+  constexpr int kWidth = Policy::width;
+  constexpr int kUnroll = Policy::unroll;
+  constexpr uint32_t kThreads = Policy::threads;
+
+  const uint4* a = reinterpret_cast<const uint4*>(args.a + args.head);
+  const uint4* b =
+      reinterpret_cast<const uint4*>(Mode == BMode::dense ? args.b + args.head : args.b);
+  uint4* out = reinterpret_cast<uint4*>(args.out + args.head);
+  const uint32_t first = blockIdx.x * kThreads * kUnroll + threadIdx.x;
+  const uint32_t step = gridDim.x * kThreads * kUnroll;
+  auto bias_index = [&](uint32_t i) {
+    return i - args.row_vectors.div(i) * args.row_vectors.divisor;
+  };
+
+  Vector<S, kWidth> y[kUnroll];
+  if constexpr (kFixedBias) {
+#pragma unroll
+    for (int k = 0; k < kUnroll; ++k) {
+      const uint32_t i = first + k * kThreads;
+      if (i < args.vectors) y[k].raw = b[bias_index(i)];
+    }
+  }
+  for (uint32_t base = first; base < args.vectors; base += step) {
+    Vector<S, kWidth> x[kUnroll];
+#pragma unroll
+    for (int k = 0; k < kUnroll; ++k) {
+      const uint32_t i = base + k * kThreads;
+      if (i < args.vectors) {
+        x[k].raw = __ldcs(a + i);
+        if constexpr (Mode == BMode::dense) y[k].raw = b[i];
+        if constexpr (Mode == BMode::bias && !kFixedBias) y[k].raw = b[bias_index(i)];
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kUnroll; ++k) {
+      const uint32_t i = base + k * kThreads;
+      if (i < args.vectors) {
+        Vector<S, kWidth> r;
+#pragma unroll
+        for (int e = 0; e < kWidth; ++e) {
+          if constexpr (Mode == BMode::scalar)
+            r.v[e] = Fused::compute(Traits::to_compute(x[k].v[e]), b_scalar);
+          else
+            r.v[e] = Fused::apply(x[k].v[e], y[k].v[e]);
+        }
+        __stcs(out + i, r.raw);
+      }
+    }
+  }
+}
 
 template <class Policy, class S, class Op, class Act, BMode Mode>
 __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
@@ -104,7 +167,6 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
   using Traits = math::StorageTraits<S>;
   using T = math::compute_t<S>;
   constexpr int kWidth = Policy::width;
-  constexpr int kUnroll = Policy::unroll;
   constexpr uint32_t kThreads = Policy::threads;
 
   T b_scalar = T(0);
@@ -122,39 +184,13 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
     }
   }
 
-  const uint4* a = reinterpret_cast<const uint4*>(args.a + args.head);
-  const uint4* b =
-      reinterpret_cast<const uint4*>(Mode == BMode::dense ? args.b + args.head : args.b);
-  uint4* out = reinterpret_cast<uint4*>(args.out + args.head);
-  const uint32_t step = gridDim.x * kThreads * kUnroll;
-  for (uint32_t base = blockIdx.x * kThreads * kUnroll + threadIdx.x; base < args.vectors;
-       base += step) {
-    Vector<S, kWidth> x[kUnroll], y[kUnroll];
-#pragma unroll
-    for (int k = 0; k < kUnroll; ++k) {
-      const uint32_t i = base + k * kThreads;
-      if (i < args.vectors) {
-        x[k].raw = a[i];
-        if constexpr (Mode == BMode::dense) y[k].raw = b[i];
-        if constexpr (Mode == BMode::bias)
-          y[k].raw = b[i - args.row_vectors.div(i) * args.row_vectors.divisor];
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < kUnroll; ++k) {
-      const uint32_t i = base + k * kThreads;
-      if (i < args.vectors) {
-        Vector<S, kWidth> r;
-#pragma unroll
-        for (int e = 0; e < kWidth; ++e) {
-          if constexpr (Mode == BMode::scalar)
-            r.v[e] = Fused::compute(Traits::to_compute(x[k].v[e]), b_scalar);
-          else
-            r.v[e] = Fused::apply(x[k].v[e], y[k].v[e]);
-        }
-        out[i] = r.raw;
-      }
-    }
+  if constexpr (Mode == BMode::bias) {
+    if (args.bias_fixed)
+      dense_loop<Policy, S, Op, Act, Mode, true>(args, b_scalar);
+    else
+      dense_loop<Policy, S, Op, Act, Mode, false>(args, b_scalar);
+  } else {
+    dense_loop<Policy, S, Op, Act, Mode, false>(args, b_scalar);
   }
 }
 
@@ -271,11 +307,23 @@ void launch_dense(const Plan& p, const Target& t) {
     args.head = static_cast<uint32_t>(head);
     args.vectors = static_cast<uint32_t>((n - head) / kWidth);
     args.tail = static_cast<uint32_t>(n - head - int64_t{args.vectors} * kWidth);
-    if (Mode == BMode::bias)
-      args.row_vectors = FastDivmod(static_cast<uint32_t>(p.row_length / kWidth));
-    const uint32_t grid =
-        grid_size(std::max<int64_t>(args.vectors, 1), int64_t{Policy::threads} * Policy::unroll,
-                  t.sms, blocks_per_sm);
+    constexpr int64_t kPerBlock = int64_t{Policy::threads} * Policy::unroll;  // vectors per pass
+    uint32_t grid = grid_size(std::max<int64_t>(args.vectors, 1), kPerBlock, t.sms, blocks_per_sm);
+    args.bias_fixed = false;
+    if (Mode == BMode::bias) {
+      const int64_t row_vectors = p.row_length / kWidth;
+      args.row_vectors = FastDivmod(static_cast<uint32_t>(row_vectors));
+      // A thread's b vectors stay put when its loop makes one pass, or when the grid's step
+      // (grid x kPerBlock vectors) is a whole number of rows: the grid is then rounded down to a
+      // multiple of the fewest blocks whose step is, if that leaves a grid.
+      const int64_t rows_step = row_vectors / std::gcd(row_vectors, kPerBlock);
+      if (int64_t{grid} * kPerBlock >= args.vectors) {
+        args.bias_fixed = true;
+      } else if (rows_step <= grid) {
+        grid = static_cast<uint32_t>(grid / rows_step * rows_step);
+        args.bias_fixed = true;
+      }
+    }
     cuda::launch(kernel, t.device, grid, Policy::threads, t.stream, "elementwise kernel launch",
                  args);
   }
