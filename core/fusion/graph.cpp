@@ -1,9 +1,10 @@
-// The graph IR's shared helpers: the canonical structure key (the in-memory cache key) and the
-// rules launch values must satisfy.
+// The graph IR's shared helpers: the canonical structure key (the in-memory cache key) and its
+// hash, the rules launch values must satisfy, and the frozen graph kernels share.
 #include "core/fusion/graph.hpp"
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -40,11 +41,39 @@ std::string value_name(const Node& n, int32_t index) {
   }
 }
 
+// A 64-bit hash of the key, stable across processes and builds (unlike std::hash), eight bytes
+// per step.
+uint64_t hash_key(const std::string& key) {
+  auto mix = [](uint64_t h) {  // murmur3's finaliser
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    return h ^ (h >> 33);
+  };
+  uint64_t h = 0x9e3779b97f4a7c15ull ^ key.size();
+  size_t at = 0;
+  for (; at + 8 <= key.size(); at += 8) {
+    uint64_t word;
+    std::memcpy(&word, key.data() + at, 8);
+    h = mix(h ^ word);
+  }
+  uint64_t tail = 0;
+  std::memcpy(&tail, key.data() + at, key.size() - at);
+  return mix(h ^ tail);
+}
+
+bool any_crop(const Graph& g) {
+  for (const Node& n : g.nodes)
+    if (n.kind == NodeKind::read_image && n.read.crop) return true;
+  return false;
+}
+
 }  // namespace
 
-// The key is a compact binary record, not text: it is built on every kf_graph_compile(), and an
-// in-memory cache hit must stay a few microseconds. Every field is a fixed-width int32, so equal
-// keys mean equal structure field by field.
+// The key is a compact binary record, not text: it is built on the first kf_graph_compile() of
+// each graph state and capacity (StructureKey, kept by the graph handle). Every field is a
+// fixed-width int32, so equal keys mean equal structure field by field.
 std::string Graph::structure_key(const kf_compile_options_t& options) const {
   constexpr int kNodeFields = 18;
   constexpr int kOutputFields = 3;
@@ -151,6 +180,12 @@ void check_value(const Graph& g, ValueRule rule, int32_t node, int32_t index, do
            value);
   }
 }
+
+FrozenGraph::FrozenGraph(const Graph& g)
+    : graph(g), value_rules(fusion::value_rules(g)), crops(any_crop(g)) {}
+
+StructureKey::StructureKey(const Graph& g, const kf_compile_options_t& options)
+    : max_items(options.max_items), bytes(g.structure_key(options)), hash(hash_key(bytes)) {}
 
 }  // namespace fusion
 }  // namespace kf

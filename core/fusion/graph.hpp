@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -98,6 +99,28 @@ bool satisfies(ValueRule rule, double value) noexcept;
 // Throws INVALID_ARGUMENT, naming the node and its value (e.g. "std[1] of node 4"), unless
 // `value` satisfies `rule` as value `index` of node `node`.
 void check_value(const Graph& g, ValueRule rule, int32_t node, int32_t index, double value);
+
+// A graph as compiled, with what launches derive from it: immutable, so that the graph handle
+// (until its next builder call) and every kernel compiled from that state share one copy instead
+// of each compile copying the graph.
+struct FrozenGraph {
+  explicit FrozenGraph(const Graph& g);
+
+  const Graph graph;
+  const std::vector<ValueRule> value_rules;  // per slot of graph.values
+  const bool crops;                          // some read crops: launches give rectangles
+};
+
+// The in-memory cache key of a frozen graph compiled with a capacity (Graph::structure_key) and
+// its 64-bit hash (kf_fused_kernel_info_t::structure_hash). Immutable; kept by the graph handle
+// so that repeated compiles of an unchanged graph neither rebuild nor rehash it.
+struct StructureKey {
+  StructureKey(const Graph& g, const kf_compile_options_t& options);
+
+  const int32_t max_items;
+  const std::string bytes;
+  const uint64_t hash;
+};
 
 }  // namespace fusion
 }  // namespace kf

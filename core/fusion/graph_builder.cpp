@@ -30,6 +30,16 @@ void require_outputs(const Graph& g) {
                  "the graph has no outputs: mark at least one node with kf_graph_output()");
 }
 
+void freeze(const kf_graph_t* g, const kf_compile_options_t& options,
+            std::shared_ptr<const FrozenGraph>* frozen, std::shared_ptr<const StructureKey>* key) {
+  std::lock_guard<std::mutex> lock(g->frozen_mutex);
+  if (!g->frozen) g->frozen = std::make_shared<const FrozenGraph>(g->graph);
+  if (!g->key || g->key->max_items != options.max_items)
+    g->key = std::make_shared<const StructureKey>(g->graph, options);
+  *frozen = g->frozen;
+  *key = g->key;
+}
+
 namespace {
 
 constexpr int32_t kMaxNodes = 1 << 20;
@@ -135,7 +145,15 @@ kf_dtype_t common_dtype(const Graph& g, const int32_t* ids, const char* const* r
   return dtype;
 }
 
-Graph& graph_of(kf_graph_t* g) { return checked_graph(g, "g")->graph; }
+// The graph a builder call changes: what earlier compiles froze no longer describes it (dropped
+// even when the call then fails and changes nothing; the next compile freezes it again).
+Graph& graph_of(kf_graph_t* handle) {
+  kf_graph_t* g = checked_graph(handle, "g");
+  std::lock_guard<std::mutex> lock(g->frozen_mutex);
+  g->frozen.reset();
+  g->key.reset();
+  return g->graph;
+}
 
 // A node of `kind` over args; dtype and channels are the caller's to set.
 Node make_node(NodeKind kind, int op, std::initializer_list<int32_t> args) {

@@ -48,28 +48,6 @@ kf_compile_options_t read_options(const kf_compile_options_t* options) {
   return o;
 }
 
-// A 64-bit hash of the key, stable across processes and builds (unlike std::hash), eight bytes
-// per step: the key is rebuilt and hashed on every compile, cache hits included.
-uint64_t hash_key(const std::string& key) {
-  auto mix = [](uint64_t h) {  // murmur3's finaliser
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ull;
-    return h ^ (h >> 33);
-  };
-  uint64_t h = 0x9e3779b97f4a7c15ull ^ key.size();
-  size_t at = 0;
-  for (; at + 8 <= key.size(); at += 8) {
-    uint64_t word;
-    std::memcpy(&word, key.data() + at, 8);
-    h = mix(h ^ word);
-  }
-  uint64_t tail = 0;
-  std::memcpy(&tail, key.data() + at, key.size() - at);
-  return mix(h ^ tail);
-}
-
 // Copies source (NUL-terminated) to buffer; *length is set even when buffer is too small.
 void copy_source(const std::string& source, char* buffer, size_t capacity, size_t* length) {
   KF_REQUIRE_ARG(length != nullptr, "length is NULL");
@@ -90,7 +68,7 @@ void copy_source(const std::string& source, char* buffer, size_t capacity, size_
 // The generated source of a kernel: made on first request (CPU contexts have none).
 const std::string& kernel_source(const kf_fused_kernel_t* k) {
   std::call_once(k->source_once, [k] {
-    if (k->ctx->is_cuda()) k->source = generate_cuda_source(k->graph, k->options);
+    if (k->ctx->is_cuda()) k->source = generate_cuda_source(k->graph(), k->options);
   });
   return k->source;
 }
@@ -104,30 +82,34 @@ kf_fused_kernel_t* compile(kf_graph_t* handle, const kf_compile_options_t* optio
 
   auto k = std::make_unique<kf_fused_kernel_t>();
   k->ctx = ctx;
-  k->graph = g->graph;
+  std::shared_ptr<const StructureKey> key;
+  freeze(g, o, &k->frozen, &key);
   k->options = o;
-  k->value_rules = value_rules(k->graph);
-  for (const Node& n : k->graph.nodes) k->crops |= n.kind == NodeKind::read_image && n.read.crop;
-  const std::string key = k->graph.structure_key(o);
-  k->structure_hash = hash_key(key);
+  k->structure_hash = key->hash;
 
-  std::string source;  // set when this call generates it
-  const kf_fused_kernel_t* frozen = k.get();
-  auto build = [ctx, frozen, &o, &source](kf_kernel_origin_t* origin) {
-    if (!ctx->is_cuda()) {
+  // What a build needs, behind one pointer: the builder then fits std::function's inline
+  // storage, and a cache hit allocates nothing for it.
+  struct BuildInput {
+    kf_context_t* ctx;
+    const Graph& graph;
+    const kf_compile_options_t& options;
+    std::string source;  // set when the build generates it
+  } in{ctx, k->graph(), o, std::string()};
+  auto build = [&in](kf_kernel_origin_t* origin) {
+    if (!in.ctx->is_cuda()) {
       if (origin != nullptr) *origin = KF_KERNEL_COMPILED;
-      return make_cpu_program(frozen->graph, o);
+      return make_cpu_program(in.graph, in.options);
     }
-    activate(ctx);
-    source = generate_cuda_source(frozen->graph, o);
-    return make_cuda_program(ctx, frozen->graph, o, source, origin);
+    activate(in.ctx);
+    in.source = generate_cuda_source(in.graph, in.options);
+    return make_cuda_program(in.ctx, in.graph, in.options, in.source, origin);
   };
   kf_kernel_origin_t origin = KF_KERNEL_COMPILED;
   k->program = (o.flags & KF_COMPILE_NO_MEMORY_CACHE) != 0
                    ? build(&origin)
                    : kernel_cache(ctx).get_or_build(key, build, &origin);
   KF_REQUIRE(k->program != nullptr, KF_ERROR_INTERNAL, "the backend built no program");
-  if (!source.empty()) std::call_once(k->source_once, [&] { k->source = std::move(source); });
+  if (!in.source.empty()) std::call_once(k->source_once, [&] { k->source = std::move(in.source); });
   k->origin = origin;
   k->compile_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -232,8 +214,8 @@ kf_result_t kf_fused_kernel_get_info(const kf_fused_kernel_t* k, kf_fused_kernel
     facts.struct_size = info->struct_size;
     facts.origin = k->origin;
     facts.compile_ms = k->compile_ms;
-    facts.n_inputs = static_cast<int32_t>(k->graph.inputs.size());
-    facts.n_outputs = static_cast<int32_t>(k->graph.outputs.size());
+    facts.n_inputs = static_cast<int32_t>(k->graph().inputs.size());
+    facts.n_outputs = static_cast<int32_t>(k->graph().outputs.size());
     facts.max_items = k->options.max_items;
     facts.structure_hash = k->structure_hash;
     std::memcpy(info, &facts, sizeof(facts));

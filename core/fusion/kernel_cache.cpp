@@ -5,13 +5,22 @@
 namespace kf {
 namespace fusion {
 
-std::shared_ptr<const Program> KernelCache::get_or_build(const std::string& key,
-                                                         const Builder& build,
-                                                         kf_kernel_origin_t* origin) {
+KernelCache::Entries::iterator KernelCache::find(const std::shared_ptr<const StructureKey>& key) {
+  auto range = entries_.equal_range(key->hash);
+  for (auto it = range.first; it != range.second; ++it) {
+    const std::shared_ptr<const StructureKey>& k = it->second->key;
+    if (k == key || k->bytes == key->bytes) return it;
+  }
+  return entries_.end();
+}
+
+std::shared_ptr<const Program> KernelCache::get_or_build(
+    const std::shared_ptr<const StructureKey>& key, const Builder& build,
+    kf_kernel_origin_t* origin) {
   std::shared_ptr<Entry> entry;
   {
     std::unique_lock<std::mutex> lock(mutex_);
-    auto it = entries_.find(key);
+    auto it = find(key);
     if (it != entries_.end()) {
       entry = it->second;
       // Another thread is building this key: wait for its outcome instead of building twice.
@@ -20,8 +29,8 @@ std::shared_ptr<const Program> KernelCache::get_or_build(const std::string& key,
       if (origin != nullptr) *origin = KF_KERNEL_MEMORY_CACHE;
       return entry->program;
     }
-    entry = std::make_shared<Entry>();
-    entries_.emplace(key, entry);
+    entry = std::make_shared<Entry>(key);
+    entries_.emplace(key->hash, entry);
   }
 
   // Build outside the lock: other keys proceed meanwhile.
@@ -40,7 +49,13 @@ std::shared_ptr<const Program> KernelCache::get_or_build(const std::string& key,
       entry->error =
           error ? error
                 : std::make_exception_ptr(std::runtime_error("fused kernel build gave no program"));
-      entries_.erase(key);  // not cached: the next request builds again
+      auto range = entries_.equal_range(key->hash);  // not cached: the next request builds again
+      for (auto it = range.first; it != range.second; ++it) {
+        if (it->second == entry) {
+          entries_.erase(it);
+          break;
+        }
+      }
     } else {
       entry->program = program;
     }

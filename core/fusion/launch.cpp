@@ -221,25 +221,27 @@ kf_rect_t whole_image(const Graph& g, const Item& item) {
                    static_cast<int32_t>(std::min<int64_t>(h, INT32_MAX))};
 }
 
+// A bound tensor's bytes, for the overlap check.
+struct ByteRange {
+  uintptr_t first, end;
+  size_t use;  // index into the uses checked
+};
+
 // Outputs must not overlap inputs or each other (inputs may share memory). A sweep over byte
-// ranges sorted by start; the pair is named by a plain search on the (rare) failure.
-void check_overlaps(const std::vector<Use>& uses) {
-  struct Range {
-    uintptr_t first, end;
-    size_t use;
-  };
-  std::vector<Range> ranges;
-  ranges.reserve(uses.size());
+// ranges sorted by start; the pair is named by a plain search on the (rare) failure. `ranges`
+// is the caller's reused buffer.
+void check_overlaps(const std::vector<Use>& uses, std::vector<ByteRange>& ranges) {
+  ranges.clear();
   for (size_t i = 0; i < uses.size(); ++i) {
-    Range r{0, 0, i};
+    ByteRange r{0, 0, i};
     byte_range(uses[i].tensor, &r.first, &r.end);
     if (r.first < r.end) ranges.push_back(r);
   }
   std::sort(ranges.begin(), ranges.end(),
-            [](const Range& a, const Range& b) { return a.first < b.first; });
+            [](const ByteRange& a, const ByteRange& b) { return a.first < b.first; });
   uintptr_t output_end = 0, input_end = 0;
   bool clash = false;
-  for (const Range& r : ranges) {
+  for (const ByteRange& r : ranges) {
     const bool output = uses[r.use].output;
     if (r.first < output_end || (output && r.first < input_end)) {
       clash = true;
@@ -284,14 +286,15 @@ bool uniform_launch(const Graph& g, const kf_launch_args_t* args, size_t n_in, s
 // copies it into its parameter block).
 struct Scratch {
   LaunchPlan plan;
-  std::vector<Use> uses;     // tensors to validate, overlap-check and prepare
-  std::vector<Use> inputs;   // the current item's
-  std::vector<Use> outputs;  // the current item's
+  std::vector<Use> uses;          // tensors to validate, overlap-check and prepare
+  std::vector<ByteRange> ranges;  // the overlap check's
+  std::vector<Use> inputs;        // the current item's
+  std::vector<Use> outputs;       // the current item's
 };
 
 // Fills s.plan for a launch and s.uses with every tensor bound (a repeated one once).
 void make_plan(const kf_fused_kernel_t* k, const kf_launch_args_t* args, Scratch& s) {
-  const Graph& g = k->graph;
+  const Graph& g = k->graph();
   KF_REQUIRE_ARG(args != nullptr, "args is NULL");
   KF_REQUIRE_ARG(args->struct_size >= sizeof(kf_launch_args_t),
                  "args->struct_size is %zu; initialise the arguments with KF_LAUNCH_ARGS_INIT "
@@ -308,7 +311,7 @@ void make_plan(const kf_fused_kernel_t* k, const kf_launch_args_t* args, Scratch
                  "args->inputs is NULL, but the graph has %zu inputs per item", n_in);
   KF_REQUIRE_ARG(args->outputs != nullptr,
                  "args->outputs is NULL, but the graph has %zu outputs per item", n_out);
-  if (k->crops) {
+  if (k->frozen->crops) {
     KF_REQUIRE_ARG(args->crops != nullptr,
                    "args->crops is NULL, but a read of this graph crops: give n_items (%d) "
                    "rectangles",
@@ -340,7 +343,7 @@ void make_plan(const kf_fused_kernel_t* k, const kf_launch_args_t* args, Scratch
                    "args->values[%zu] names value %d of node %d, which has %d launch value%s", v,
                    o.index, o.node, n.value_count, n.value_count == 1 ? "" : "s");
     const size_t slot = static_cast<size_t>(n.value_offset + o.index);
-    check_value(g, k->value_rules[slot], o.node, o.index, o.value);
+    check_value(g, k->frozen->value_rules[slot], o.node, o.index, o.value);
     plan.values[slot] = o.value;
   }
 
@@ -408,7 +411,7 @@ void make_plan(const kf_fused_kernel_t* k, const kf_launch_args_t* args, Scratch
     if (item.outputs.size() != n_out) item.outputs.resize(n_out);
     if (g.image) {
       bind_image_item(g, inputs, outputs, i, n_items, &item);
-      item.crop = k->crops ? args->crops[i] : whole_image(g, item);
+      item.crop = k->frozen->crops ? args->crops[i] : whole_image(g, item);
     } else {
       bind_tensor_item(inputs, outputs, rank, &item);
       item.crop = kf_rect_t{0, 0, 0, 0};
@@ -421,13 +424,13 @@ void make_plan(const kf_fused_kernel_t* k, const kf_launch_args_t* args, Scratch
   plan.items.resize(used);
   if (bound_items < n_items && used == 1) {
     plan.uniform_items = n_items;
-    plan.crops = k->crops ? args->crops : nullptr;
+    plan.crops = k->frozen->crops ? args->crops : nullptr;
     for (size_t j = 0; j < n_out; ++j) {
       const kf_tensor_desc_t& d = args->outputs[j]->desc;
       plan.output_steps.push_back(d.strides[0] * static_cast<int64_t>(dtype_size(d.dtype)));
     }
   }
-  check_overlaps(uses);
+  check_overlaps(uses, s.ranges);
 }
 
 }  // namespace

@@ -158,6 +158,14 @@ KF_HOST_DEVICE float sqrt_rn(float x) {
   return ::sqrtf(x);
 #endif
 }
+// a * b + c rounded once (an FMA on both backends, as IEEE fusedMultiplyAdd).
+KF_HOST_DEVICE float fma_rn(float a, float b, float c) {
+#if KF_DEVICE_CODE
+  return __fmaf_rn(a, b, c);
+#else
+  return ::fmaf(a, b, c);
+#endif
+}
 KF_HOST_DEVICE double sqrt_rn(double x) {
 #if KF_DEVICE_CODE
   return __dsqrt_rn(x);
@@ -177,24 +185,32 @@ KF_HOST_DEVICE double pow_of(double a, double b) { return ::pow(a, b); }
 // executor) they are the exact functions.
 
 // What the fast paths of a vector of elements have seen, checked once for the whole vector
-// (passed()): hi, the largest magnitude of the operands; lo, the smallest of their bits shifted
-// left by one (the sign dropped), less one where a zero operand is fine; flag, the other
-// conditions. A NaN operand is ignored: every fast path gives NaN for it, as the exact function
-// does (NaN bits are not specified).
+// (passed()): hi, the largest magnitude of the operands bounded by 2^61; lo, the smallest key
+// of the operands bounded below (their bits shifted left by one, the sign dropped, offset so
+// that every bound is the same comparison); flag, the other conditions.
 struct FastCheck {
   float hi = 0.0f;
   unsigned int lo = 0xffffffffu;
   bool flag = true;
 
-  // Magnitudes in [2^-60, 2^61), or a zero where zero_ok.
-  KF_HOST_DEVICE void operand(float x, bool zero_ok) {
+  // A magnitude in [2^-60, 2^61), or a zero (the key less one puts a zero above every other).
+  // A NaN is ignored: every fast path gives NaN for it, as the exact function does (NaN bits are
+  // not specified).
+  KF_HOST_DEVICE void operand(float x) {
     hi = fmaxf(hi, ::fabsf(x));
-    const unsigned int twice = float_bits(x) << 1;
-    const unsigned int key = zero_ok ? twice - 1u : twice;
+    const unsigned int key = (float_bits(x) << 1) - 1u;
+    lo = key < lo ? key : lo;
+  }
+  // A finite magnitude of at least 2^-61, in one comparison: the offset carries infinity and
+  // NaN (the largest keys) round to below every finite value's, so both fail (a NaN x is then
+  // recomputed exactly, with the same result).
+  KF_HOST_DEVICE void finite_operand(float x) {
+    const unsigned int key = (float_bits(x) << 1) + 0x01000000u;
     lo = key < lo ? key : lo;
   }
   KF_HOST_DEVICE bool passed() const {
-    // 2^-60 is 0x21800000 (exponent 67); shifted left by one, less one.
+    // 2^-60 is 0x21800000 (exponent 67), shifted left by one, less one; 2^-61 shifted and
+    // offset by finite_operand is the same key.
     return flag && hi < 0x1p61f && lo >= 0x42ffffffu;
   }
 };
@@ -232,6 +248,18 @@ KF_HOST_DEVICE float rsqrt_approx(float x) {
 }
 #endif
 
+// div_rn(1, s) from a seed near 1 / s: the seed refined once by Newton, then corrected once by
+// its exact residual (the division sequence below with a = 1). tests/fusion/fast_path_test.cpp
+// runs it on the host for every mantissa of s and every seed within 2^-21 of 1 / s: the result
+// is div_rn(1, s) for all of them but one case, s with a mantissa of all ones (1 / s lies just
+// above a rounding midpoint), where only the seed div_rn(1, s) itself gives div_rn(1, s) (any
+// other, one ulp less). MUFU.RCP gives exactly that seed there (ptxas's div.rn sequence, the
+// same, relies on it); tests/fusion/fast_path_test.cu checks it on the GPU.
+KF_HOST_DEVICE float reciprocal(float s, float seed) {
+  const float c = fma_rn(seed, fma_rn(-s, seed, 1.0f), seed);
+  return fma_rn(c, fma_rn(-s, c, 1.0f), c);
+}
+
 // a / b: 1/b refined once by Newton, the quotient corrected once by its exact residual (the
 // sequence of div.rn.f32). Exact when b and a (or a == 0) lie in [2^-60, 2^61) in magnitude: no
 // intermediate then overflows, underflows or is subnormal. A zero a gives the quotient's signed
@@ -244,7 +272,7 @@ KF_HOST_DEVICE float div(float a, float b, FastCheck& ok) {
   const float q0 = __fmul_rn(a, r);
   const float q = __fmaf_rn(__fmaf_rn(-b, q0, a), r, q0);
   ok.flag = ok.flag & in_division_range(b);
-  ok.operand(a, true);
+  ok.operand(a);
   return with_sign_of(q, q0);
 #else
   (void)ok;
@@ -291,7 +319,7 @@ KF_HOST_DEVICE float div(float a, const Divisor<float>& d, FastCheck& ok) {
   const float q0 = __fmul_rn(a, d.reciprocal);
   const float q = __fmaf_rn(__fmaf_rn(-d.value, q0, a), d.reciprocal, q0);
   ok.flag = ok.flag & d.in_range;
-  ok.operand(a, true);
+  ok.operand(a);
   return with_sign_of(q, q0);
 #else
   (void)ok;
@@ -307,7 +335,7 @@ KF_HOST_DEVICE float sqrt(float x, FastCheck& ok) {
   const float r = rsqrt_approx(x);
   const float s = __fmul_rn(x, r);
   const float s1 = __fmaf_rn(__fmaf_rn(-s, s, x), __fmul_rn(r, 0.5f), s);
-  ok.operand(x, true);
+  ok.operand(x);
   return x == 0.0f ? x : s1;
 #else
   (void)ok;
@@ -316,17 +344,20 @@ KF_HOST_DEVICE float sqrt(float x, FastCheck& ok) {
 }
 
 // 1 / sqrt(x) rounded twice, as div_rn(1, sqrt_rn(x)): the square root as above, then its
-// reciprocal by the division sequence with a = 1 (s lies in [2^-30, 2^31), where it is exact).
-// Zero is not in its range (1 / +-0 is +-inf).
+// reciprocal by reciprocal() from MUFU.RCP's seed. Exact for finite x of magnitude at least
+// 2^-61 (negative x: NaN): the square root's sequence is exact on [2^-101, FLT_MAX] (sqrt.rn's
+// own range check), and s then lies in [2^-30.5, 2^64), where the reciprocal's is (no
+// intermediate overflows, underflows or is subnormal). That range needs one comparison
+// (FastCheck::finite_operand). MUFU.RSQ's r, though as close, is no seed for the reciprocal:
+// where s's mantissa is all ones only the exact div_rn(1, s) is (see reciprocal()). Zero is not
+// in the range (1 / +-0 is +-inf).
 KF_HOST_DEVICE float rsqrt(float x, FastCheck& ok) {
 #if KF_DEVICE_CODE
   const float r = rsqrt_approx(x);
   const float s0 = __fmul_rn(x, r);
   const float s = __fmaf_rn(__fmaf_rn(-s0, s0, x), __fmul_rn(r, 0.5f), s0);
-  const float c0 = rcp_approx(s);
-  const float c = __fmaf_rn(c0, __fmaf_rn(-s, c0, 1.0f), c0);
-  ok.operand(x, false);
-  return __fmaf_rn(c, __fmaf_rn(-s, c, 1.0f), c);
+  ok.finite_operand(x);
+  return reciprocal(s, rcp_approx(s));
 #else
   (void)ok;
   return div_rn(1.0f, sqrt_rn(x));

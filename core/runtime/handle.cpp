@@ -11,36 +11,43 @@
 namespace kf {
 namespace {
 
+constexpr int kHandleKinds = static_cast<int>(HandleKind::fused_kernel) + 1;
+
 struct Registry {
   std::shared_mutex mutex;
   std::unordered_map<const void*, HandleKind> live;
-  // Bumped (under the lock) whenever a handle is unregistered. While it stays the same, a handle
-  // once seen live is still live, which lets each thread skip the lock for handles it has just
-  // checked (an op call checks four or five).
-  std::atomic<uint64_t> removals{0};
+  // Per kind, bumped (under the lock) whenever a handle of that kind is unregistered. While the
+  // count of kind K stays the same, a handle once seen live as a K is still live, which lets each
+  // thread skip the lock for handles it has just checked (an op call checks four or five).
+  // Counting per kind keeps destroying one kind of handle (a fused kernel compiled and destroyed
+  // per call) from sending the next checks of every other kind back to the lock.
+  std::atomic<uint64_t> removals[kHandleKinds] = {};
 };
 
-// Handles this thread found live, valid while the registry's removal count equals `removals`.
+// Handles this thread found live, each valid while the registry's removal count of its kind
+// equals the count read before the lookup that found it.
 struct RecentlyChecked {
   static constexpr int kSlots = 8;
-  uint64_t removals = ~uint64_t{0};
   const void* handle[kSlots] = {};
   HandleKind kind[kSlots] = {};
+  uint64_t removals[kSlots] = {};
   int next = 0;
 
   bool contains(const void* h, HandleKind k, uint64_t now) const {
-    if (now != removals) return false;
     for (int i = 0; i < kSlots; ++i)
-      if (handle[i] == h && kind[i] == k) return true;
+      if (handle[i] == h && kind[i] == k) return removals[i] == now;
     return false;
   }
   void remember(const void* h, HandleKind k, uint64_t now) {
-    if (now != removals) {
-      for (const void*& slot : handle) slot = nullptr;
-      removals = now;
+    for (int i = 0; i < kSlots; ++i) {
+      if (handle[i] == h && kind[i] == k) {  // a stale entry of the same handle: refresh it
+        removals[i] = now;
+        return;
+      }
     }
     handle[next] = h;
     kind[next] = k;
+    removals[next] = now;
     next = (next + 1) % kSlots;
   }
 };
@@ -76,8 +83,11 @@ void register_handle(const void* handle, HandleKind kind) {
 void unregister_handle(const void* handle) noexcept {
   Registry& r = registry();
   std::unique_lock<std::shared_mutex> lock(r.mutex);
-  r.live.erase(handle);
-  r.removals.fetch_add(1, std::memory_order_release);
+  auto it = r.live.find(handle);
+  if (it == r.live.end()) return;
+  const int kind = static_cast<int>(it->second);
+  r.live.erase(it);
+  r.removals[kind].fetch_add(1, std::memory_order_release);
 }
 
 bool is_live_handle(const void* handle, HandleKind kind) noexcept {
@@ -92,7 +102,7 @@ void check_handle(const void* handle, HandleKind kind, const char* param_name) {
   if (handle == nullptr)
     fail(KF_ERROR_INVALID_HANDLE, "%s is NULL; expected a %s", param_name, handle_kind_name(kind));
   Registry& r = registry();
-  const uint64_t removals = r.removals.load(std::memory_order_acquire);
+  const uint64_t removals = r.removals[static_cast<int>(kind)].load(std::memory_order_acquire);
   if (recently_checked.contains(handle, kind, removals)) return;
   std::shared_lock<std::shared_mutex> lock(r.mutex);
   auto it = r.live.find(handle);

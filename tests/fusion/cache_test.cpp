@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
@@ -92,6 +93,34 @@ void build_chain(kf_graph_t* g, kf_dtype_t dtype, double s, kf_binary_op_t secon
   int32_t act = -1;
   ASSERT_EQ(kf_graph_activation(g, KF_ACTIVATION_RELU, scaled, &act), KF_SUCCESS);
   output(g, act);
+}
+
+// Launches k, a build_chain kernel of f32, on random a and b (value: an override, or null) and
+// checks its one output against relu((a + b) * s).
+void expect_chain_result(kf_context_t* ctx, const Kernel& k, const kf_fused_value_t* value,
+                         double s) {
+  const std::vector<int64_t> shape = {3, 37};
+  const std::vector<double> a = kf_test::random_values(kf_test::numel(shape), 1);
+  const std::vector<double> b = kf_test::random_values(kf_test::numel(shape), 2);
+  kf_test::Tensor ta = kf_test::make_tensor(ctx, KF_DTYPE_FLOAT32, shape);
+  kf_test::Tensor tb = kf_test::make_tensor(ctx, KF_DTYPE_FLOAT32, shape);
+  kf_test::Tensor out = kf_test::make_tensor(ctx, KF_DTYPE_FLOAT32, shape);
+  kf_test::upload(ta, a);
+  kf_test::upload(tb, b);
+  kf_test::poison(out);
+  const kf_tensor_t* inputs[] = {ta, tb};
+  kf_tensor_t* outputs[] = {out};
+  kf_launch_args_t args = KF_LAUNCH_ARGS_INIT;
+  args.inputs = inputs;
+  args.outputs = outputs;
+  args.values = value;
+  args.n_values = value != nullptr ? 1 : 0;
+  KF_ASSERT_OK(kf_fused_kernel_launch(k.k, &args, nullptr));
+  const std::vector<double> ra = kf_test::round_to_dtype(a, KF_DTYPE_FLOAT32);
+  const std::vector<double> rb = kf_test::round_to_dtype(b, KF_DTYPE_FLOAT32);
+  std::vector<double> want(ra.size());
+  for (size_t i = 0; i < want.size(); ++i) want[i] = std::max(0.0, (ra[i] + rb[i]) * s);
+  kf_test::expect_close(kf_test::download(out), want, 1e-5, "scale " + std::to_string(s));
 }
 
 // A fresh directory under $TMPDIR (or /tmp), removed with its files at scope exit.
@@ -218,35 +247,11 @@ TEST_F(CacheTest, ValueChangesReuseTheKernelAndTakeEffect) {
 
   // Both kernels share machine code, yet each applies its own default value, and a launch
   // override applies another.
-  const std::vector<int64_t> shape = {3, 37};
-  const std::vector<double> a = kf_test::random_values(kf_test::numel(shape), 1);
-  const std::vector<double> b = kf_test::random_values(kf_test::numel(shape), 2);
-  kf_test::Tensor ta = kf_test::make_tensor(ctx, KF_DTYPE_FLOAT32, shape);
-  kf_test::Tensor tb = kf_test::make_tensor(ctx, KF_DTYPE_FLOAT32, shape);
-  kf_test::Tensor out = kf_test::make_tensor(ctx, KF_DTYPE_FLOAT32, shape);
-  kf_test::upload(ta, a);
-  kf_test::upload(tb, b);
-  const std::vector<double> ra = kf_test::round_to_dtype(a, KF_DTYPE_FLOAT32);
-  const std::vector<double> rb = kf_test::round_to_dtype(b, KF_DTYPE_FLOAT32);
-  auto expect_scale = [&](const Kernel& k, const kf_fused_value_t* value, double s) {
-    kf_test::poison(out);
-    const kf_tensor_t* inputs[] = {ta, tb};
-    kf_tensor_t* outputs[] = {out};
-    kf_launch_args_t args = KF_LAUNCH_ARGS_INIT;
-    args.inputs = inputs;
-    args.outputs = outputs;
-    args.values = value;
-    args.n_values = value != nullptr ? 1 : 0;
-    KF_ASSERT_OK(kf_fused_kernel_launch(k.k, &args, nullptr));
-    std::vector<double> want(ra.size());
-    for (size_t i = 0; i < want.size(); ++i) want[i] = std::max(0.0, (ra[i] + rb[i]) * s);
-    kf_test::expect_close(kf_test::download(out), want, 1e-5, "scale " + std::to_string(s));
-  };
-  expect_scale(k2, nullptr, 2.0);
-  expect_scale(k5, nullptr, 5.0);
+  expect_chain_result(ctx, k2, nullptr, 2.0);
+  expect_chain_result(ctx, k5, nullptr, 5.0);
   const int32_t scalar_node = 3;  // inputs 0, 1; sum 2; the scalar 3
   const kf_fused_value_t override_value = {scalar_node, 0, -0.5};
-  expect_scale(k2, &override_value, -0.5);
+  expect_chain_result(ctx, k2, &override_value, -0.5);
 }
 
 TEST_F(CacheTest, EightThreadsCompilingOneGraphGetOneKernel) {
@@ -292,6 +297,86 @@ TEST_F(CacheTest, EightThreadsCompilingOneGraphGetOneKernel) {
   EXPECT_EQ(hits, kThreads - 1);
   // The disk cache saw one compile: at most one file (none on a CPU context).
   EXPECT_LE(dir_.files().size(), 1u);
+}
+
+TEST_F(CacheTest, EightThreadsCompilingOneGraphHandleGetOneKernel) {
+  KF_REQUIRE_DEVICE();
+  Context ctx;
+  Graph g(ctx);
+  build_chain(g, KF_DTYPE_FLOAT32, 0.5);
+  constexpr int kThreads = 8;
+  constexpr int kRounds = 20;  // compile and destroy repeatedly: the graph's frozen state is shared
+  std::vector<std::vector<kf_fused_kernel_info_t>> infos(kThreads);
+  std::vector<kf_result_t> results(kThreads, KF_SUCCESS);
+  std::atomic<int> ready{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      ready.fetch_add(1);
+      while (ready.load() < kThreads) std::this_thread::yield();  // start together
+      for (int r = 0; r < kRounds && results[i] == KF_SUCCESS; ++r) {
+        Kernel k;
+        results[i] = kf_graph_compile(g, nullptr, &k.k);
+        if (results[i] == KF_SUCCESS) infos[i].push_back(k.info());
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  int built = 0;
+  for (int i = 0; i < kThreads; ++i) {
+    ASSERT_EQ(results[i], KF_SUCCESS) << "thread " << i;
+    ASSERT_EQ(infos[i].size(), static_cast<size_t>(kRounds));
+    for (const kf_fused_kernel_info_t& info : infos[i]) {
+      EXPECT_EQ(info.structure_hash, infos[0][0].structure_hash);
+      EXPECT_EQ(info.n_inputs, 2);
+      if (info.origin != KF_KERNEL_MEMORY_CACHE) ++built;
+    }
+  }
+  EXPECT_EQ(built, 1);
+}
+
+TEST_F(CacheTest, BuilderCallsAfterACompileReachOnlyLaterCompiles) {
+  KF_REQUIRE_DEVICE();
+  Context ctx;
+  Graph g(ctx);
+  build_chain(g, KF_DTYPE_FLOAT32, 2.0);
+  Kernel first, again;
+  KF_ASSERT_OK(kf_graph_compile(g, nullptr, &first.k));
+  KF_ASSERT_OK(kf_graph_compile(g, nullptr, &again.k));
+  EXPECT_EQ(again.info().origin, KF_KERNEL_MEMORY_CACHE);
+  EXPECT_EQ(again.info().structure_hash, first.info().structure_hash);
+
+  // Another capacity is other structure; back at the first, the first's kernel again.
+  kf_compile_options_t four = KF_COMPILE_OPTIONS_INIT;
+  four.max_items = 4;
+  Kernel wide, narrow;
+  KF_ASSERT_OK(kf_graph_compile(g, &four, &wide.k));
+  KF_ASSERT_OK(kf_graph_compile(g, nullptr, &narrow.k));
+  EXPECT_NE(wide.info().structure_hash, first.info().structure_hash);
+  EXPECT_EQ(wide.info().max_items, 4);
+  EXPECT_EQ(narrow.info().structure_hash, first.info().structure_hash);
+  EXPECT_EQ(narrow.info().origin, KF_KERNEL_MEMORY_CACHE);
+
+  // A failed builder call changes nothing: still the same structure.
+  int32_t unused = -1;
+  EXPECT_EQ(kf_graph_binary(g, KF_BINARY_ADD, 0, 99, &unused), KF_ERROR_INVALID_ARGUMENT);
+  Kernel after_failure;
+  KF_ASSERT_OK(kf_graph_compile(g, nullptr, &after_failure.k));
+  EXPECT_EQ(after_failure.info().structure_hash, first.info().structure_hash);
+  EXPECT_EQ(after_failure.info().origin, KF_KERNEL_MEMORY_CACHE);
+
+  // A second output: the next compile sees it, the kernels compiled before do not.
+  output(g, binary(g, KF_BINARY_SUB, 0, 1));
+  Kernel grown;
+  KF_ASSERT_OK(kf_graph_compile(g, nullptr, &grown.k));
+  EXPECT_EQ(grown.info().origin, KF_KERNEL_COMPILED);
+  EXPECT_NE(grown.info().structure_hash, first.info().structure_hash);
+  EXPECT_EQ(grown.info().n_outputs, 2);
+  EXPECT_EQ(first.info().n_outputs, 1);
+  EXPECT_EQ(again.info().n_outputs, 1);
+
+  // The earlier kernel still runs its own graph: one output, relu((a + b) * 2).
+  expect_chain_result(ctx, first, nullptr, 2.0);
 }
 
 // ---- on-disk cache and NVRTC, through kf_graph_compile_for_arch (no GPU needed)
