@@ -148,7 +148,8 @@ struct Precise {
 };
 
 #if KF_DEVICE_CODE
-// The hardware's approximate 2^x and 1/x (MUFU.EX2, MUFU.RCP) in their flush-to-zero forms.
+// The hardware's approximate 2^x and 1/x (MUFU.EX2, MUFU.RCP) in their flush-to-zero forms
+// (also the starting points of the fusion engine's exact division sequences, fusion_ops.hpp).
 // __expf and __fdividef use the forms that keep subnormals, for which the compiler wraps each
 // MUFU instruction in a test, a select and two rescaling multiplies: four instructions around
 // one. Flushing changes only results below 2^-126 (2^x for x < -126, 1/x for |x| > 2^126), which
@@ -164,6 +165,12 @@ KF_HOST_DEVICE float exp2_approx_ftz(float x) {
 KF_HOST_DEVICE float rcp_approx_ftz(float x) {
   float y;
   asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+// 1/sqrt(x) (MUFU.RSQ): the start of the fusion engine's exact square-root sequences.
+KF_HOST_DEVICE float rsqrt_approx_ftz(float x) {
+  float y;
+  asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
 }
 }  // namespace hw

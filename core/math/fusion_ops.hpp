@@ -234,20 +234,6 @@ KF_HOST_DEVICE float with_sign_of(float q, float s) {
 #endif
 }
 
-#if KF_DEVICE_CODE
-// The hardware approximations (MUFU.RCP, MUFU.RSQ) that ptxas's sequences start from.
-KF_HOST_DEVICE float rcp_approx(float x) {
-  float r;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
-  return r;
-}
-KF_HOST_DEVICE float rsqrt_approx(float x) {
-  float r;
-  asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
-  return r;
-}
-#endif
-
 // div_rn(1, s) from a seed near 1 / s: the seed refined once by Newton, then corrected once by
 // its exact residual (the division sequence below with a = 1). tests/fusion/fast_path_test.cpp
 // runs it on the host for every mantissa of s and every seed within 2^-21 of 1 / s: the result
@@ -267,7 +253,7 @@ KF_HOST_DEVICE float reciprocal(float s, float seed) {
 // flag (a launch value's is the same for every element: the compiler keeps one).
 KF_HOST_DEVICE float div(float a, float b, FastCheck& ok) {
 #if KF_DEVICE_CODE
-  const float r0 = rcp_approx(b);
+  const float r0 = hw::rcp_approx_ftz(b);
   const float r = __fmaf_rn(r0, __fmaf_rn(-b, r0, 1.0f), r0);
   const float q0 = __fmul_rn(a, r);
   const float q = __fmaf_rn(__fmaf_rn(-b, q0, a), r, q0);
@@ -301,7 +287,7 @@ KF_HOST_DEVICE Divisor<T> make_divisor(T b) {
   d.value = b;
   if constexpr (sizeof(T) == sizeof(float)) {
 #if KF_DEVICE_CODE
-    const float r0 = fast::rcp_approx(b);
+    const float r0 = hw::rcp_approx_ftz(b);
     d.reciprocal = __fmaf_rn(r0, __fmaf_rn(-b, r0, 1.0f), r0);
 #else
     d.reciprocal = 1.0f / b;  // unused on the host
@@ -332,7 +318,7 @@ KF_HOST_DEVICE float div(float a, const Divisor<float>& d, FastCheck& ok) {
 // FLT_MAX]). Exact for x in [2^-60, 2^61), +-0 (returned as is) and negative x (NaN).
 KF_HOST_DEVICE float sqrt(float x, FastCheck& ok) {
 #if KF_DEVICE_CODE
-  const float r = rsqrt_approx(x);
+  const float r = hw::rsqrt_approx_ftz(x);
   const float s = __fmul_rn(x, r);
   const float s1 = __fmaf_rn(__fmaf_rn(-s, s, x), __fmul_rn(r, 0.5f), s);
   ok.operand(x);
@@ -353,11 +339,11 @@ KF_HOST_DEVICE float sqrt(float x, FastCheck& ok) {
 // in the range (1 / +-0 is +-inf).
 KF_HOST_DEVICE float rsqrt(float x, FastCheck& ok) {
 #if KF_DEVICE_CODE
-  const float r = rsqrt_approx(x);
+  const float r = hw::rsqrt_approx_ftz(x);
   const float s0 = __fmul_rn(x, r);
   const float s = __fmaf_rn(__fmaf_rn(-s0, s0, x), __fmul_rn(r, 0.5f), s0);
   ok.finite_operand(x);
-  return reciprocal(s, rcp_approx(s));
+  return reciprocal(s, hw::rcp_approx_ftz(s));
 #else
   (void)ok;
   return div_rn(1.0f, sqrt_rn(x));
