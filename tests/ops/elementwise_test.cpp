@@ -359,9 +359,12 @@ TEST_P(ElementwiseLarge, DenseScalarBiasAndStrided) {
   const Op op = std::get<1>(GetParam());
   const uint64_t s = base_seed() + 7919u * static_cast<uint64_t>(dtype) + static_cast<uint64_t>(op);
   const std::vector<std::tuple<Shape, Shape, kf_activation_t>> cases = {
-      {{5000011}, {5000011}, KF_ACTIVATION_GELU},        // dense, several grid passes, odd tail
-      {{3000017}, {1}, KF_ACTIVATION_SILU},              // scalar
-      {{1024, 2048}, {2048}, KF_ACTIVATION_GELU_TANH},   // bias, vectorised rows
+      {{5000011}, {5000011}, KF_ACTIVATION_GELU},       // dense, several grid passes, odd tail
+      {{3000017}, {1}, KF_ACTIVATION_SILU},             // scalar
+      {{1024, 2048}, {2048}, KF_ACTIVATION_GELU_TANH},  // bias, vectorised rows
+      // bias rows whose vector count has a large odd factor (2049): no grid makes every pass
+      // start on the same columns, so each pass looks its bias vectors up again
+      {{160, 16392}, {16392}, KF_ACTIVATION_RELU},
       {{2049, 1001}, {2049, 1}, KF_ACTIVATION_SIGMOID},  // column broadcast: strided path
   };
   uint64_t salt = s;
