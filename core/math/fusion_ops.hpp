@@ -313,23 +313,31 @@ KF_HOST_DEVICE float div(float a, const Divisor<float>& d, FastCheck& ok) {
 #endif
 }
 
-// sqrt(x): the approximate reciprocal square root r, s = x r, then s corrected once by its exact
-// residual with r / 2 (the sequence of sqrt.rn.f32, whose own range check is x in [2^-101,
-// FLT_MAX]). Exact for x in [2^-60, 2^61), +-0 (returned as is) and negative x (NaN).
-KF_HOST_DEVICE float sqrt(float x, FastCheck& ok) {
 #if KF_DEVICE_CODE
+// The sequence of sqrt.rn.f32 without its range check (which is x in [2^-101, FLT_MAX]): the
+// approximate reciprocal square root r, s = x r, then s corrected once by its exact residual with
+// r / 2. sqrt and rsqrt below both start from it.
+KF_HOST_DEVICE float sqrt_sequence(float x) {
   const float r = hw::rsqrt_approx_ftz(x);
   const float s = __fmul_rn(x, r);
-  const float s1 = __fmaf_rn(__fmaf_rn(-s, s, x), __fmul_rn(r, 0.5f), s);
+  return __fmaf_rn(__fmaf_rn(-s, s, x), __fmul_rn(r, 0.5f), s);
+}
+#endif
+
+// sqrt(x) by sqrt_sequence. Exact for x in [2^-60, 2^61), +-0 (returned as is) and negative x
+// (NaN).
+KF_HOST_DEVICE float sqrt(float x, FastCheck& ok) {
+#if KF_DEVICE_CODE
+  const float s = sqrt_sequence(x);
   ok.operand(x);
-  return x == 0.0f ? x : s1;
+  return x == 0.0f ? x : s;
 #else
   (void)ok;
   return sqrt_rn(x);
 #endif
 }
 
-// 1 / sqrt(x) rounded twice, as div_rn(1, sqrt_rn(x)): the square root as above, then its
+// 1 / sqrt(x) rounded twice, as div_rn(1, sqrt_rn(x)): sqrt_sequence, then its
 // reciprocal by reciprocal() from MUFU.RCP's seed. Exact for finite x of magnitude at least
 // 2^-61 (negative x: NaN): the square root's sequence is exact on [2^-101, FLT_MAX] (sqrt.rn's
 // own range check), and s then lies in [2^-30.5, 2^64), where the reciprocal's is (no
@@ -339,9 +347,7 @@ KF_HOST_DEVICE float sqrt(float x, FastCheck& ok) {
 // in the range (1 / +-0 is +-inf).
 KF_HOST_DEVICE float rsqrt(float x, FastCheck& ok) {
 #if KF_DEVICE_CODE
-  const float r = hw::rsqrt_approx_ftz(x);
-  const float s0 = __fmul_rn(x, r);
-  const float s = __fmaf_rn(__fmaf_rn(-s0, s0, x), __fmul_rn(r, 0.5f), s0);
+  const float s = sqrt_sequence(x);
   ok.finite_operand(x);
   return reciprocal(s, hw::rcp_approx_ftz(s));
 #else
