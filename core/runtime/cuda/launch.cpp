@@ -4,7 +4,7 @@
 
 #include <cuda.h>
 
-#include <mutex>
+#include <cstdint>
 #include <unordered_map>
 
 #include "core/runtime/cuda/cuda_check.hpp"
@@ -41,7 +41,8 @@ const DriverEntryPoints& driver() {
 }
 
 // cudaFunction_t of a kernel on `device` (the current one), cached per thread: no lock on the
-// hot path.
+// hot path. A small direct-mapped table answers repeated launches of the same kernels; the map
+// behind it holds every kernel this thread has launched.
 cudaFunction_t function_of(const void* kernel, int device) {
   struct Key {
     const void* kernel;
@@ -53,13 +54,30 @@ cudaFunction_t function_of(const void* kernel, int device) {
       return std::hash<const void*>()(k.kernel) ^ (static_cast<size_t>(k.device) << 1);
     }
   };
+  struct Recent {
+    Key key{nullptr, -1};
+    cudaFunction_t function = nullptr;
+  };
+  constexpr size_t kRecent = 32;  // a power of two
+  thread_local Recent recent[kRecent];
   thread_local std::unordered_map<Key, cudaFunction_t, KeyHash> cache;
   const Key key{kernel, device};
+  // Kernel entry points are at least 16 bytes apart; mixing in higher bits spreads templates
+  // that the linker placed at regular strides.
+  const uintptr_t bits = reinterpret_cast<uintptr_t>(kernel);
+  Recent& slot =
+      recent[((bits >> 4) ^ (bits >> 11) ^ static_cast<uintptr_t>(device)) & (kRecent - 1)];
+  if (slot.key == key) return slot.function;
   auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
   cudaFunction_t f = nullptr;
-  check(cudaGetFuncBySymbol(&f, kernel), "looking up a kernel (cudaGetFuncBySymbol)");
-  cache.emplace(key, f);
+  if (it != cache.end()) {
+    f = it->second;
+  } else {
+    check(cudaGetFuncBySymbol(&f, kernel), "looking up a kernel (cudaGetFuncBySymbol)");
+    cache.emplace(key, f);
+  }
+  slot.key = key;
+  slot.function = f;
   return f;
 }
 
