@@ -1,13 +1,15 @@
 // CUDA backend of the norm family, four regimes chosen per call:
 //  - staged rows (core/ops/rows/staged.cuh) for f32/f16/bf16 rows that are dense, 16-byte
 //    aligned and fill whole 16-byte vectors, where they measured faster (see launch_staged):
-//    rows of 1..32 KiB, rows with a residual up to 64 KiB, and rows past 64 KiB, which take a
+//    f32 rows of 1..32 KiB, rows with a residual up to 64 KiB, and rows past 64 KiB, which take a
 //    thread-block cluster per row (sm_90) with the statistics combined through distributed
 //    shared memory; x (and the residual) are read from DRAM once;
 //  - other rows of up to 1024 elements: a few lanes or a warp per row, several rows per block;
 //  - other rows of up to 16K elements (8K for f64): a block per row;
 //    both hold the row in registers (core/ops/rows/tile.cuh), so h = x + residual is read from
 //    DRAM once, with 16-byte loads when every row start is aligned and the length divides;
+//    16-bit rows run on a resident grid that issues the next row's loads before working on the
+//    current row (rows::tile_prefetches);
 //  - everything else (strided rows, longer rows): the streaming path, one block per row over
 //    global memory (pass 1: h, residual_out, shifted sums; pass 2: normalize, affine,
 //    activation), which reads x twice. Each thread touches the same columns in both passes,
@@ -16,6 +18,8 @@
 // each row is in shared memory before any of its stores), and every load comes before any store, so
 // out and residual_out may be x or residual exactly.
 #include <cuda_runtime.h>
+
+#include <type_traits>
 
 #include "core/math/activation.hpp"
 #include "core/math/numeric.hpp"
@@ -163,19 +167,46 @@ __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
   const int64_t n = w.row_length;
   const T count = static_cast<T>(n), eps = static_cast<T>(p.eps);
   const int lane = threadIdx.x % P::group, slot = threadIdx.x / P::group;
+  // With prefetching (rows::tile_prefetches: 16-bit rows) the grid is resident and the next
+  // row's loads are issued before the current row is worked on.
+  constexpr bool kPrefetch = rows::tile_prefetches<P, S>();
+  struct Raw {
+    rows::TileRaw<P, S> x, residual;
+  };
+  auto fetch = [&](int64_t first, Raw& raw) {
+    const int64_t row = first + slot;
+    if (row >= w.rows) return;
+    rows::tile_fetch<P>(static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, row), n,
+                        lane, raw.x);
+    if constexpr (kResidual)
+      rows::tile_fetch<P>(
+          static_cast<const S*>(p.residual.data) + rows::row_offset_cold(w, p.residual, row), n,
+          lane, raw.residual);
+  };
+  Raw raw;
+  if constexpr (kPrefetch) fetch(int64_t{blockIdx.x} * P::rows_per_block, raw);
   for (int64_t first = int64_t{blockIdx.x} * P::rows_per_block; first < w.rows;
        first += int64_t{gridDim.x} * P::rows_per_block) {
     const int64_t row = first + slot;
     const int64_t length = row < w.rows ? n : 0;  // rows past the end load and store nothing
     const int64_t r = row < w.rows ? row : 0;
     T h[P::items];
-    rows::tile_load<P>(static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, r), length,
-                       lane, h, T(0));
+    T add[kResidual ? P::items : 1];
+    if constexpr (kPrefetch) {
+      Raw next;
+      fetch(first + int64_t{gridDim.x} * P::rows_per_block, next);
+      rows::tile_unpack<P>(raw.x, length, lane, h, T(0));
+      if constexpr (kResidual) rows::tile_unpack<P>(raw.residual, length, lane, add, T(0));
+      raw = next;
+    } else {
+      rows::tile_load<P>(static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, r), length,
+                         lane, h, T(0));
+      if constexpr (kResidual)
+        rows::tile_load<P>(
+            static_cast<const S*>(p.residual.data) + rows::row_offset_cold(w, p.residual, r),
+            length, lane, add, T(0));
+    }
     if constexpr (kResidual) {
-      T add[P::items];
-      rows::tile_load<P>(
-          static_cast<const S*>(p.residual.data) + rows::row_offset_cold(w, p.residual, r), length,
-          lane, add, T(0));
 #pragma unroll
       for (int i = 0; i < P::items; ++i)
         h[i] = Traits::to_compute(Traits::from_compute(h[i] + add[i]));
@@ -394,12 +425,17 @@ bool launch_staged(const Plan& p, int32_t device, cudaStream_t stream) {
     return false;
   } else {
     // Where staging pays, measured against the register-cached kernel on an H200 (2026-11-26,
-    // kf-bench, same run): rows of 2..32 KiB (bf16 1024..16384, f32 4096) and rows with a
-    // residual gained 15..45 %; rows of <= 1 KiB and 64 KiB rows without a residual lost 5..45 %
-    // (64 KiB leaves a block per SM); rows past 64 KiB need the cluster path (5..7x over
-    // streaming). f32 rows of 4 KiB lost 10 % and stay staged for a simpler rule.
+    // kf-bench, same run): rows of 2..32 KiB (bf16 1024..16384, f32 4096; before the cached
+    // kernel prefetched) and rows with a residual gained 15..45 %; rows of <= 1 KiB and 64 KiB rows
+    // without a residual lost 5..45 % (64 KiB leaves a block per SM); rows past 64 KiB need the
+    // cluster path (5..7x over streaming). f32 rows of 4 KiB lost 10 % and stay staged for a
+    // simpler rule. 16-bit rows without a residual stay in the cached kernel, which prefetches the
+    // next row for them (rows::tile_prefetches): against staging, f16 / bf16 rows of 1024, 4096 and
+    // 16384 went from 68 / 56 / 69 % of copy to 88 / 76 / 83 % (RMS norm) and from 50 / 40 / 53 %
+    // to 77 / 57 / 60 % (layer norm).
     const int64_t row_bytes = p.walk.row_length * int64_t{sizeof(S)};
     if (row_bytes <= 1024) return false;
+    if (sizeof(S) == 2 && !p.residual.data && row_bytes <= 32 * 1024) return false;
     if (!p.residual.data && row_bytes > 32 * 1024 && row_bytes <= rows::StagedPolicy::slice_bytes)
       return false;
     return rows::stage_and_launch<staged_kernel<S, false>, staged_kernel<S, true>>(
@@ -408,15 +444,21 @@ bool launch_staged(const Plan& p, int32_t device, cudaStream_t stream) {
 }
 
 template <class S, int V>
-bool launch_cached(const Plan& p, cudaStream_t stream) {
+bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
   return rows::with_tile_policy<S, V>(p.walk.row_length, [&](auto policy) {
     using P = decltype(policy);
-    const unsigned grid = rows::tile_grid(p.walk.rows, P::rows_per_block);
-    if (p.residual.data) {
-      cached_kernel<P, S, true><<<grid, P::threads, 0, stream>>>(p);
-    } else {
-      cached_kernel<P, S, false><<<grid, P::threads, 0, stream>>>(p);
-    }
+    auto run = [&](auto residual) {
+      constexpr auto kernel = cached_kernel<P, S, decltype(residual)::value>;
+      const unsigned grid =
+          rows::tile_prefetches<P, S>()
+              ? rows::resident_grid<kernel>(p.walk.rows, P::rows_per_block, P::threads, device)
+              : rows::tile_grid(p.walk.rows, P::rows_per_block);
+      kernel<<<grid, P::threads, 0, stream>>>(p);
+    };
+    if (p.residual.data)
+      run(std::true_type{});
+    else
+      run(std::false_type{});
   });
 }
 
@@ -435,8 +477,8 @@ void launch(const Plan& p, int32_t device, cudaStream_t stream) {
   bool done = false;
   if (p.dense && vectors_fit<S>(p)) done = launch_staged<S>(p, device, stream);
   if (p.dense && !done)
-    done = vectors_fit<S>(p) ? launch_cached<S, 16 / sizeof(S)>(p, stream)
-                             : launch_cached<S, 1>(p, stream);
+    done = vectors_fit<S>(p) ? launch_cached<S, 16 / sizeof(S)>(p, device, stream)
+                             : launch_cached<S, 1>(p, device, stream);
   if (!done) {
     const int64_t grid = p.walk.rows < 65535 * 16 ? p.walk.rows : 65535 * 16;
     streaming_kernel<StreamPolicy, S>

@@ -10,6 +10,7 @@
 #include "core/math/numeric.hpp"
 #include "core/ops/rows/reduce.cuh"
 #include "core/ops/rows/rows.hpp"
+#include "core/runtime/cuda/device_caps.hpp"
 
 namespace kf::rows {
 
@@ -26,6 +27,18 @@ struct TilePolicy {
   static constexpr int rows_per_block = kThreads / kGroup;
 };
 
+// Whether a register-cached kernel holds the next row's loads (in the storage type) while it
+// works on the current one: for 16-bit rows whose loads take at most 16 registers a thread (a
+// vector of up to 4 bytes takes a whole register). Such a kernel runs with a resident grid
+// (resident_grid) and two 256-thread blocks per SM. Measured on an H200 (2026-11-26, kf-bench,
+// softmax, same run): f16 and bf16 rows of 64 / 1024 / 4096 / 16384 went from 71-77 / 75-76 /
+// 57-58 / 53 % of copy to 81 / 90 / 74-75 / 83-84 %; f32 rows, which keep three blocks per SM
+// without it, lost up to 11 points with it (64 bytes in flight per thread are enough there).
+template <class P, class S>
+constexpr bool tile_prefetches() {
+  return sizeof(S) == 2 && P::chunks * ((P::vec * sizeof(S) + 3) / 4) <= 16;
+}
+
 // Blocks per SM a register-cached kernel is compiled for (its __launch_bounds__): 256-thread
 // blocks keep two resident (at most 128 registers), three when a thread holds at most 16 floats
 // (at most 85). Left to itself the compiler took 137 registers for 32 floats (one block per SM)
@@ -35,6 +48,7 @@ struct TilePolicy {
 template <class P, class S>
 constexpr int tile_min_blocks() {
   if (P::threads != 256) return 1;
+  if (tile_prefetches<P, S>()) return 2;
   return sizeof(math::compute_t<S>) == 4 && P::items <= 16 ? 3 : 2;
 }
 
@@ -47,6 +61,40 @@ struct alignas(sizeof(S) * V) Pack {
 template <class P>
 __device__ __forceinline__ int64_t tile_col(int lane, int k) {
   return (int64_t{k} * P::group + lane) * P::vec;
+}
+
+// This thread's part of a row as loaded: P::chunks vectors in the storage type. Holding the next
+// row in this form (half the registers of the compute type for 16-bit rows) lets a kernel issue
+// its loads before working on the current row.
+template <class P, class S>
+struct TileRaw {
+  Pack<S, P::vec> packs[P::chunks];
+};
+
+// Issues the loads of this thread's part of a row of n elements (n a multiple of P::vec; 0 loads
+// nothing).
+template <class P, class S>
+__device__ __forceinline__ void tile_fetch(const S* row, int64_t n, int lane, TileRaw<P, S>& raw) {
+#pragma unroll
+  for (int k = 0; k < P::chunks; ++k) {
+    const int64_t c = tile_col<P>(lane, k);
+    if (c < n) raw.packs[k] = *reinterpret_cast<const Pack<S, P::vec>*>(row + c);
+  }
+}
+
+// Converts a fetched part of a row of n elements to the compute type, `pad` where the row has
+// ended.
+template <class P, class S>
+__device__ __forceinline__ void tile_unpack(const TileRaw<P, S>& raw, int64_t n, int lane,
+                                            math::compute_t<S> (&dst)[P::items],
+                                            math::compute_t<S> pad) {
+#pragma unroll
+  for (int k = 0; k < P::chunks; ++k) {
+    const bool inside = tile_col<P>(lane, k) < n;
+#pragma unroll
+    for (int e = 0; e < P::vec; ++e)
+      dst[k * P::vec + e] = inside ? math::StorageTraits<S>::to_compute(raw.packs[k].v[e]) : pad;
+  }
 }
 
 // Loads this thread's part of a row of n elements (n a multiple of P::vec) into dst (compute type),
@@ -100,6 +148,24 @@ inline bool rows_aligned_16(const Walk& w, const Operand& t, int64_t element_byt
 inline unsigned tile_grid(int64_t rows, int rows_per_block) {
   const int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;
   return static_cast<unsigned>(blocks < (int64_t{1} << 20) ? blocks : (int64_t{1} << 20));
+}
+
+// Block count for a kernel that walks rows with a resident grid (each block many rows, the next
+// row's loads issued before the current row is worked on): every block the device holds at once,
+// or fewer when there are fewer row groups. The kernel's occupancy is read once.
+template <auto kKernel>
+unsigned resident_grid(int64_t rows, int rows_per_block, int threads, int32_t device) {
+  static const int per_sm = [&] {
+    int n = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kKernel, threads, 0) != cudaSuccess) {
+      (void)cudaGetLastError();  // leave no sticky error behind; one block per SM still runs
+      n = 0;
+    }
+    return n > 0 ? n : 1;
+  }();
+  const unsigned all = tile_grid(rows, rows_per_block);
+  const int64_t resident = int64_t{per_sm} * cuda::sm_count(device);
+  return resident < all ? static_cast<unsigned>(resident) : all;
 }
 
 // Picks the cached policy for rows of n elements loaded `V` at a time and calls fn(Policy{});

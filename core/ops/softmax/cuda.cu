@@ -7,7 +7,9 @@
 //  - rows of up to 16K elements (8K for f64): a block per row;
 //    both hold the row's logits in registers (core/ops/rows/tile.cuh), so x (and the mask) are
 //    read from DRAM once, with 16-byte loads when every row start is aligned and the length
-//    divides; max and sum of exp are then exact two-pass reductions over the registers;
+//    divides; max and sum of exp are then exact two-pass reductions over the registers; 16-bit
+//    rows run on a resident grid that issues the next row's loads of x before working on the
+//    current row (rows::tile_prefetches);
 //  - everything else (strided or row-broadcast operands, longer rows): the streaming path, one
 //    block per row over global memory (pass 1: online max and sum of exp; pass 2: write), which
 //    reads x twice. Each thread touches the same columns in both passes, which keeps the in-place
@@ -105,14 +107,33 @@ __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
   const int64_t n = w.row_length;
   const T scale = static_cast<T>(p.scale), minus_inf = st::negative_infinity<T>();
   const int lane = threadIdx.x % P::group, slot = threadIdx.x / P::group;
+  // The grid is resident (rows::resident_grid): each block walks many rows, and a row's loads
+  // are issued before the row before it is worked on, so a thread's loads stay in flight through
+  // its reductions and stores.
+  auto fetch = [&](int64_t first, rows::TileRaw<P, S>& raw) {
+    const int64_t row = first + slot;
+    if (row < w.rows)
+      rows::tile_fetch<P>(static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, row), n,
+                          lane, raw);
+  };
+  constexpr bool kPrefetch = rows::tile_prefetches<P, S>();
+  rows::TileRaw<P, S> raw;
+  if constexpr (kPrefetch) fetch(int64_t{blockIdx.x} * P::rows_per_block, raw);
   for (int64_t first = int64_t{blockIdx.x} * P::rows_per_block; first < w.rows;
        first += int64_t{gridDim.x} * P::rows_per_block) {
     const int64_t row = first + slot;
     const int64_t length = row < w.rows ? n : 0;  // rows past the end load and store nothing
     const int64_t r = row < w.rows ? row : 0;
     T v[P::items];
-    rows::tile_load<P>(static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, r), length,
-                       lane, v, minus_inf);
+    if constexpr (kPrefetch) {
+      rows::TileRaw<P, S> next;
+      fetch(first + int64_t{gridDim.x} * P::rows_per_block, next);
+      rows::tile_unpack<P>(raw, length, lane, v, minus_inf);
+      raw = next;
+    } else {
+      rows::tile_load<P>(static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, r), length,
+                         lane, v, minus_inf);
+    }
     if (p.mask.data) {
       T add[P::items];
       rows::tile_load<P>(static_cast<const S*>(p.mask.data) + rows::row_offset_cold(w, p.mask, r),
@@ -307,11 +328,15 @@ bool launch_staged(const Plan& p, int32_t device, cudaStream_t stream) {
 }
 
 template <class S, int V>
-bool launch_cached(const Plan& p, cudaStream_t stream) {
+bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
   return rows::with_tile_policy<S, V>(p.walk.row_length, [&](auto policy) {
     using P = decltype(policy);
-    cached_kernel<P, S>
-        <<<rows::tile_grid(p.walk.rows, P::rows_per_block), P::threads, 0, stream>>>(p);
+    constexpr auto kernel = cached_kernel<P, S>;
+    const unsigned grid =
+        rows::tile_prefetches<P, S>()
+            ? rows::resident_grid<kernel>(p.walk.rows, P::rows_per_block, P::threads, device)
+            : rows::tile_grid(p.walk.rows, P::rows_per_block);
+    kernel<<<grid, P::threads, 0, stream>>>(p);
   });
 }
 
@@ -329,8 +354,8 @@ void launch(const Plan& p, int32_t device, cudaStream_t stream) {
   bool done = false;
   if (p.dense && vectors_fit<S>(p)) done = launch_staged<S>(p, device, stream);
   if (p.dense && !done)
-    done = vectors_fit<S>(p) ? launch_cached<S, 16 / sizeof(S)>(p, stream)
-                             : launch_cached<S, 1>(p, stream);
+    done = vectors_fit<S>(p) ? launch_cached<S, 16 / sizeof(S)>(p, device, stream)
+                             : launch_cached<S, 1>(p, device, stream);
   if (!done) {
     const int64_t grid = p.walk.rows < 65535 * 16 ? p.walk.rows : 65535 * 16;
     streaming_kernel<StreamPolicy, S>
