@@ -3,9 +3,10 @@
 //
 // The kernel is `extern "C" __global__ void kf_fused_kernel(const __grid_constant__ Params p)`,
 // Params as core/fusion/kernel_params.hpp lays it out. Nothing but structure reaches the source:
-// launch values are read from p.values, tensors and rectangles from the item table, so two graphs
-// that differ only in values share one kernel. The text depends only on the graph and the
-// options (no pointers, no hashes), so it can be hashed for the disk cache.
+// launch values are read from p.values (p.values_f32 where an operand computes in f32), tensors
+// and rectangles from the item table, so two graphs that differ only in values share one kernel.
+// The text depends only on the graph and the options (no pointers, no hashes), so it can be
+// hashed for the disk cache.
 //
 // Tensor graphs: blockIdx.y is the item, a grid-stride loop over its elements in one of four
 // modes chosen per item at launch (16-byte vectors, kUnroll of them per binding and thread in
@@ -199,10 +200,18 @@ class Generator {
     if (n.kind == NodeKind::constant) {
       const int slot = n.value_offset + channel;
       return konst(format("c%d_%s", slot, dtype_tag(as)), format("km::Compute<%s>", dtype_name(as)),
-                   {format("km::from_value<%s>(p.values[%d])", dtype_name(as), slot)});
+                   {launch_value(slot, as)});
     }
     if (!g_.image) return var(id);
     return format("%s[%d]", var(id).c_str(), channel);
+  }
+
+  // Launch value `slot` met by an operand of dtype d, in d's compute type: for f32, f16 and bf16
+  // the float the host rounded it to (values_f32: read as a constant operand, never converted
+  // on the device), else from_value of the double.
+  static std::string launch_value(int slot, kf_dtype_t d) {
+    if (computed_in_float(d)) return format("p.values_f32[%d]", slot);
+    return format("km::from_value<%s>(p.values[%d])", dtype_name(d), slot);
   }
 
   std::string target(int32_t id, int c) const {
@@ -226,6 +235,8 @@ class Generator {
     w_.blank();
     w_.open("struct Params");
     w_.line("double values[%d];", layout_.value_slots);
+    w_.line("float values_f32[%zu];  // the values rounded to float",
+            2 * layout_.float_value_slots());
     w_.line("long long n_items;");
     w_.line("const Item* items;  // the item table in device memory, when not inline");
     if (layout_.inline_items) w_.line("Item inline_items[%d];", layout_.capacity);
@@ -321,8 +332,7 @@ class Generator {
             const std::string d =
                 konst(format("c%d_%s_divisor", slot, dtype_tag(t)),
                       format("km::Divisor<km::Compute<%s>>", dtype_name(t)),
-                      {format("km::make_divisor(km::from_value<%s>(p.values[%d]))", dtype_name(t),
-                              slot)});
+                      {format("km::make_divisor(%s)", launch_value(slot, t).c_str())});
             assign(c, format("km::div_v<%s, %s>(%s, %s, ok)", fast_, dtype_name(t),
                              operand(n.args[0], c, t).c_str(), d.c_str()));
           } else if (fast_path(n)) {
@@ -383,14 +393,14 @@ class Generator {
         declare();
         const kf_dtype_t x = g_.nodes[n.args[0]].dtype;
         const std::string type = format("km::NormalizeCompute<%s>", dtype_name(x));
+        // The normalisation computes in f32 (f64 for f64 values).
+        const kf_dtype_t compute = x == KF_DTYPE_FLOAT64 ? KF_DTYPE_FLOAT64 : KF_DTYPE_FLOAT32;
         auto value = [&](int slot) {
-          return konst(format("n%d", slot), type,
-                       {format("static_cast<%s>(p.values[%d])", type.c_str(), slot)});
+          return konst(format("n%d", slot), type, {launch_value(slot, compute)});
         };
         auto divisor = [&](int slot) {
-          return konst(
-              format("n%d_divisor", slot), format("km::Divisor<%s>", type.c_str()),
-              {format("km::make_divisor(static_cast<%s>(p.values[%d]))", type.c_str(), slot)});
+          return konst(format("n%d_divisor", slot), format("km::Divisor<%s>", type.c_str()),
+                       {format("km::make_divisor(%s)", launch_value(slot, compute).c_str())});
         };
         for (int c = 0; c < channels; ++c) {
           assign(c, format("km::normalize_v<%s, %s>(%s, %s, %s, %s, ok)",
@@ -719,7 +729,7 @@ class Generator {
                                            dtype_name(image.dtype), interp_name(r.interpolation));
     std::vector<std::string> inits;
     for (int c = 0; c < border_channels; ++c) {
-      inits.push_back(nv12 ? format("static_cast<float>(p.values[%d])", n.value_offset + c)
+      inits.push_back(nv12 ? launch_value(n.value_offset + c, KF_DTYPE_FLOAT32)
                            : format("km::from_value<km::ReadDtype<%s, km::interp::%s>::value>("
                                     "p.values[%d])",
                                     dtype_name(image.dtype), interp_name(r.interpolation),
