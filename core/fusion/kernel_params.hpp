@@ -43,6 +43,10 @@ namespace fusion {
 // The kernel-parameter limit of sm_70+ with CUDA 12.1+ (32764), rounded down to 8 bytes.
 constexpr size_t kMaxParamBytes = 32760;
 
+// Threads per block of every generated kernel (its __launch_bounds__; tensor graphs also lay
+// out their vector chunks by it).
+constexpr unsigned kBlockThreads = 256;
+
 // How a tensor item is traversed (chosen per item at launch).
 enum ItemMode : int64_t {
   kStrided = 0,     // any strides, broadcasting: coordinates from the linear index

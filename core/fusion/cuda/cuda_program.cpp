@@ -32,7 +32,6 @@ namespace kf {
 namespace fusion {
 namespace {
 
-constexpr unsigned kBlockThreads = 256;
 constexpr size_t kMaxStagingSlots = 64;
 
 // Pinned host buffers for item tables, each reusable once its event has completed.
