@@ -19,9 +19,9 @@
 // cost a range check and a branch to a slow path per operation (div.rn.f32: MUFU.RCP, five FMAs,
 // FCHK and a call; sqrt.rn.f32 likewise), and those branches stop the compiler from interleaving
 // the elements a thread computes. fast::div, fast::sqrt and fast::rsqrt run the same instruction
-// sequences ptxas emits for div.rn / sqrt.rn when their range check passes, without the branch,
-// and record their operands in a FastCheck; the generated kernel evaluates a whole vector of
-// elements with the fast paths and, unless the FastCheck passes (every operand in a range,
+// sequences ptxas emits for div.rn / sqrt.rn / rcp.rn when their range check passes, without the
+// branch, and record their operands in a FastCheck; the generated kernel evaluates a whole vector
+// of elements with the fast paths and, unless the FastCheck passes (every operand in a range,
 // narrower than ptxas's, where the sequences are exact), recomputes the vector with the exact
 // functions. Results are therefore identical to the exact functions' (tests/fusion/
 // random_graph_test.cpp checks them bit for bit against the CPU over random and edge values).
@@ -234,16 +234,17 @@ KF_HOST_DEVICE float with_sign_of(float q, float s) {
 #endif
 }
 
-// div_rn(1, s) from a seed near 1 / s: the seed refined once by Newton, then corrected once by
-// its exact residual (the division sequence below with a = 1). tests/fusion/fast_path_test.cpp
-// runs it on the host for every mantissa of s and every seed within 2^-21 of 1 / s: the result
-// is div_rn(1, s) for all of them but one case, s with a mantissa of all ones (1 / s lies just
-// above a rounding midpoint), where only the seed div_rn(1, s) itself gives div_rn(1, s) (any
-// other, one ulp less). MUFU.RCP gives exactly that seed there (ptxas's div.rn sequence, the
-// same, relies on it); tests/fusion/fast_path_test.cu checks it on the GPU.
+// div_rn(1, s) from a seed within one ulp of 1 / s: the seed corrected once by its exact
+// residual (the sequence of rcp.rn.f32: ptxas emits MUFU.RCP and this one correction).
+// tests/fusion/fast_path_test.cpp runs it on the host for every mantissa of s and both floats
+// within one ulp of 1 / s: the result is div_rn(1, s) for all of them but one case, s with a
+// mantissa of all ones (1 / s lies just above a rounding midpoint), where only the seed
+// div_rn(1, s) itself gives div_rn(1, s) (the other, one ulp less). MUFU.RCP's seed is within
+// one ulp (closer than the 2^-23 the PTX ISA promises) and exact there: ptxas's rcp.rn relies on
+// both, and tests/fusion/fast_path_test.cu checks fast::rsqrt, which ends with this sequence,
+// for every operand on the GPU.
 KF_HOST_DEVICE float reciprocal(float s, float seed) {
-  const float c = fma_rn(seed, fma_rn(-s, seed, 1.0f), seed);
-  return fma_rn(c, fma_rn(-s, c, 1.0f), c);
+  return fma_rn(seed, fma_rn(-s, seed, 1.0f), seed);
 }
 
 // a / b: 1/b refined once by Newton, the quotient corrected once by its exact residual (the
@@ -342,9 +343,9 @@ KF_HOST_DEVICE float sqrt(float x, FastCheck& ok) {
 // 2^-61 (negative x: NaN): the square root's sequence is exact on [2^-101, FLT_MAX] (sqrt.rn's
 // own range check), and s then lies in [2^-30.5, 2^64), where the reciprocal's is (no
 // intermediate overflows, underflows or is subnormal). That range needs one comparison
-// (FastCheck::finite_operand). MUFU.RSQ's r, though as close, is no seed for the reciprocal:
-// where s's mantissa is all ones only the exact div_rn(1, s) is (see reciprocal()). Zero is not
-// in the range (1 / +-0 is +-inf).
+// (FastCheck::finite_operand). MUFU.RSQ's r is no seed for the reciprocal: its error (2^-22.9)
+// exceeds one ulp, and where s's mantissa is all ones only the exact div_rn(1, s) is (see
+// reciprocal()). Zero is not in the range (1 / +-0 is +-inf).
 KF_HOST_DEVICE float rsqrt(float x, FastCheck& ok) {
 #if KF_DEVICE_CODE
   const float s = sqrt_sequence(x);

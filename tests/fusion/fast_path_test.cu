@@ -111,9 +111,10 @@ TEST(FastPathDevice, RsqrtIsExactOverItsWholeRange) {
 
 TEST(FastPathDevice, ReciprocalIsExactWhereTheMantissaIsAllOnes) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device present";
-  // fast::reciprocal needs MUFU.RCP to give exactly div_rn(1, s) there (fast_path_test.cpp):
-  // 1 / b through a launch-value divisor runs the same sequence, for every exponent of b in the
-  // division's range. (rsqrt's own s, up to 2^64, is covered by its sweep above.)
+  // 1 / b through a launch-value divisor (make_divisor's Newton step, the division's correction)
+  // needs MUFU.RCP to give exactly div_rn(1, b) there, as fast::reciprocal does
+  // (fast_path_test.cpp), for every exponent of b in the division's range. (fast::reciprocal on
+  // rsqrt's s, up to 2^64, is covered by the rsqrt sweep above.)
   for (uint32_t exponent = 67; exponent < 188; ++exponent) {
     const uint32_t b_bits = exponent << 23 | 0x007fffffu;
     float b;

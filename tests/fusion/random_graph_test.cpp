@@ -1035,6 +1035,101 @@ TEST_F(RandomGraphTest, FloatDivisionAndRootsAreCorrectlyRounded) {
   }
 }
 
+// The chains of kf-bench --suite fusion (mul, add, max, sub, min, neg, mul, add, abs, add, rsqrt,
+// mul, sub, ReLU, divide, max, each binary op with a scalar; the first 11 or all 16) in bf16 and
+// f32, bit for bit against the CPU executor (every op is correctly rounded or exact): sizes
+// around the vector path's whole chunks of a block (one element, one chunk less one, several
+// chunks and a tail, and on CUDA more than one pass of the resident grid), signed zeros and NaNs
+// among the inputs, the builder's values and overridden ones (values_f32 of the launch).
+TEST_F(RandomGraphTest, BenchmarkChainsMatchTheCpuBitForBit) {
+  enum StepKind { kBinary, kUnary, kRelu };
+  struct Step {
+    StepKind kind;
+    int op;
+    double value;
+  };
+  static const Step kChain[] = {{kBinary, KF_BINARY_MUL, 1.5},   {kBinary, KF_BINARY_ADD, 0.25},
+                                {kBinary, KF_BINARY_MAX, -1.0},  {kBinary, KF_BINARY_SUB, 0.5},
+                                {kBinary, KF_BINARY_MIN, 2.5},   {kUnary, KF_UNARY_NEG, 0},
+                                {kBinary, KF_BINARY_MUL, 0.75},  {kBinary, KF_BINARY_ADD, 0.375},
+                                {kUnary, KF_UNARY_ABS, 0},       {kBinary, KF_BINARY_ADD, 1.0},
+                                {kUnary, KF_UNARY_RSQRT, 0},     {kBinary, KF_BINARY_MUL, 2.0},
+                                {kBinary, KF_BINARY_SUB, 0.5},   {kRelu, 0, 0},
+                                {kBinary, KF_BINARY_DIV, 0.625}, {kBinary, KF_BINARY_MAX, 0.125}};
+  // Builds the first n_ops steps over a rank-1 input; returns the scalars' node ids.
+  auto build = [](kf_graph_t* g, kf_dtype_t dtype, int n_ops) {
+    Builder b{g};
+    std::vector<int32_t> scalars;
+    int32_t v = b.tensor(dtype, 1);
+    for (int k = 0; k < n_ops; ++k) {
+      const Step& step = kChain[k];
+      if (step.kind == kBinary) {
+        scalars.push_back(b.scalar(step.value));
+        v = b.binary(static_cast<kf_binary_op_t>(step.op), v, scalars.back());
+      } else if (step.kind == kUnary) {
+        v = b.unary(static_cast<kf_unary_op_t>(step.op), v);
+      } else {
+        v = b.activation(KF_ACTIVATION_RELU, v);
+      }
+    }
+    b.output(v);
+    return scalars;
+  };
+  auto same = [](double a, double b) {
+    return (std::isnan(a) && std::isnan(b)) || (a == b && std::signbit(a) == std::signbit(b));
+  };
+  fusion_test::ContextHandle cpu(KF_DEVICE_CPU);
+  std::mt19937_64 rng(2026);
+  std::vector<int64_t> sizes = {1, 4095, 5 * 4096 + 7};
+  if (kf_test::device_under_test() == KF_DEVICE_CUDA) sizes.push_back((int64_t{1} << 22) + 4095);
+  for (const kf_dtype_t dtype : {KF_DTYPE_BFLOAT16, KF_DTYPE_FLOAT32}) {
+    for (const int n_ops : {11, 16}) {
+      fusion_test::GraphHandle g(ctx()), cpu_graph(cpu);
+      const std::vector<int32_t> scalars = build(g, dtype, n_ops);
+      build(cpu_graph, dtype, n_ops);  // the same node ids
+      fusion_test::KernelHandle k = fusion_test::compile(g);
+      fusion_test::KernelHandle cpu_kernel;
+      KF_ASSERT_OK(kf_graph_compile(cpu_graph, nullptr, &cpu_kernel.k));
+      ASSERT_NE(k.k, nullptr);
+      // The first scalar and the last (the divisor of the 16-op chain) overridden.
+      const std::vector<kf_fused_value_t> overrides = {{scalars.front(), 0, -0.75},
+                                                       {scalars.back(), 0, -3.0}};
+      for (const int64_t n : sizes) {
+        std::vector<Num> in = random_input(dtype, static_cast<size_t>(n), rng);
+        for (size_t e = 0; e < in.size(); ++e) {
+          if (e % 61 == 5) in[e].f = -0.0;
+          if (e % 67 == 6) in[e].f = 0.0;
+          if (e % 1009 == 7) in[e].f = std::numeric_limits<double>::quiet_NaN();
+        }
+        for (const bool override_values : {false, true}) {
+          SCOPED_TRACE(std::string(row_test::dtype_name(dtype)) + ", " + std::to_string(n_ops) +
+                       " ops, " + std::to_string(n) + " elements" +
+                       (override_values ? ", values overridden" : ""));
+          const std::vector<kf_fused_value_t> values =
+              override_values ? overrides : std::vector<kf_fused_value_t>{};
+          std::vector<std::vector<Num>> got;
+          for (kf_context_t* c : {ctx(), static_cast<kf_context_t*>(cpu)}) {
+            DeviceTensor input = fusion_test::make_tensor(c, dtype, {n}, false, rng);
+            DeviceTensor output = fusion_test::make_tensor(c, dtype, {n}, false, rng);
+            fusion_test::upload(input, in);
+            fusion_test::poison(output);
+            KF_ASSERT_OK(fusion_test::launch(c == ctx() ? k.k : cpu_kernel.k, 1, {input.handle()},
+                                             {output.handle()}, {}, values));
+            got.push_back(fusion_test::download(output, "chain output"));
+          }
+          size_t bad = 0;
+          for (size_t e = 0; e < got[0].size(); ++e) {
+            if (!same(got[0][e].f, got[1][e].f) && bad++ < 10)
+              ADD_FAILURE() << "element " << e << " (x " << in[e].f << "): got " << got[0][e].f
+                            << ", the CPU " << got[1][e].f;
+          }
+          ASSERT_EQ(bad, 0u);
+        }
+      }
+    }
+  }
+}
+
 // Float min and max are IEEE 754-2019 minimum and maximum on both backends, bit for bit: NaN if
 // either operand is NaN, -0 below +0 whatever the operands' order; clamp is their composition.
 TEST_F(RandomGraphTest, FloatMinMaxOrderSignedZerosAndPropagateNaN) {
