@@ -3,15 +3,13 @@
 //
 // The kernel is `extern "C" __global__ void kf_fused_kernel(const __grid_constant__ Params p)`,
 // Params as core/fusion/kernel_params.hpp lays it out. Nothing but structure reaches the source:
-// launch values are read from p.values (p.values_f32 where an operand computes in f32), tensors
-// and rectangles from the item table, so two graphs that differ only in values share one kernel.
-// The text depends only on the graph and the options (no pointers, no hashes), so it can be
-// hashed for the disk cache.
+// launch values are read from p.values, tensors and rectangles from the item table, so two graphs
+// that differ only in values share one kernel. The text depends only on the graph and the
+// options (no pointers, no hashes), so it can be hashed for the disk cache.
 //
 // Tensor graphs: blockIdx.y is the item, a grid-stride loop over its elements in one of four
 // modes chosen per item at launch (16-byte vectors, kUnroll of them per binding and thread in
-// flight, over whole chunks of a block's vectors; contiguous; strided/broadcast in 32- or 64-bit
-// coordinates).
+// flight; contiguous; strided/broadcast in 32- or 64-bit coordinates).
 // Image graphs: blockIdx.z is the item, a 2-D grid-stride loop over the item's output pixels,
 // columns outer (each read's column sample is computed once per column) and rows inner (the row
 // sample once per row); each pixel evaluates every node for all its channels and writes (y, x, c)
@@ -201,18 +199,10 @@ class Generator {
     if (n.kind == NodeKind::constant) {
       const int slot = n.value_offset + channel;
       return konst(format("c%d_%s", slot, dtype_tag(as)), format("km::Compute<%s>", dtype_name(as)),
-                   {launch_value(slot, as)});
+                   {format("km::from_value<%s>(p.values[%d])", dtype_name(as), slot)});
     }
     if (!g_.image) return var(id);
     return format("%s[%d]", var(id).c_str(), channel);
-  }
-
-  // Launch value `slot` met by an operand of dtype d, in d's compute type: for f32, f16 and bf16
-  // the float the host rounded it to (values_f32: read as a constant operand, never converted
-  // on the device), else from_value of the double.
-  static std::string launch_value(int slot, kf_dtype_t d) {
-    if (computed_in_float(d)) return format("p.values_f32[%d]", slot);
-    return format("km::from_value<%s>(p.values[%d])", dtype_name(d), slot);
   }
 
   std::string target(int32_t id, int c) const {
@@ -236,8 +226,6 @@ class Generator {
     w_.blank();
     w_.open("struct Params");
     w_.line("double values[%d];", layout_.value_slots);
-    w_.line("float values_f32[%zu];  // the values rounded to float",
-            2 * layout_.float_value_slots());
     w_.line("long long n_items;");
     w_.line("const Item* items;  // the item table in device memory, when not inline");
     if (layout_.inline_items) w_.line("Item inline_items[%d];", layout_.capacity);
@@ -333,7 +321,8 @@ class Generator {
             const std::string d =
                 konst(format("c%d_%s_divisor", slot, dtype_tag(t)),
                       format("km::Divisor<km::Compute<%s>>", dtype_name(t)),
-                      {format("km::make_divisor(%s)", launch_value(slot, t).c_str())});
+                      {format("km::make_divisor(km::from_value<%s>(p.values[%d]))", dtype_name(t),
+                              slot)});
             assign(c, format("km::div_v<%s, %s>(%s, %s, ok)", fast_, dtype_name(t),
                              operand(n.args[0], c, t).c_str(), d.c_str()));
           } else if (fast_path(n)) {
@@ -394,14 +383,14 @@ class Generator {
         declare();
         const kf_dtype_t x = g_.nodes[n.args[0]].dtype;
         const std::string type = format("km::NormalizeCompute<%s>", dtype_name(x));
-        // The normalisation computes in f32 (f64 for f64 values).
-        const kf_dtype_t compute = x == KF_DTYPE_FLOAT64 ? KF_DTYPE_FLOAT64 : KF_DTYPE_FLOAT32;
         auto value = [&](int slot) {
-          return konst(format("n%d", slot), type, {launch_value(slot, compute)});
+          return konst(format("n%d", slot), type,
+                       {format("static_cast<%s>(p.values[%d])", type.c_str(), slot)});
         };
         auto divisor = [&](int slot) {
-          return konst(format("n%d_divisor", slot), format("km::Divisor<%s>", type.c_str()),
-                       {format("km::make_divisor(%s)", launch_value(slot, compute).c_str())});
+          return konst(
+              format("n%d_divisor", slot), format("km::Divisor<%s>", type.c_str()),
+              {format("km::make_divisor(static_cast<%s>(p.values[%d]))", type.c_str(), slot)});
         };
         for (int c = 0; c < channels; ++c) {
           assign(c, format("km::normalize_v<%s, %s>(%s, %s, %s, %s, ok)",
@@ -555,43 +544,36 @@ class Generator {
     return {"ushort1", 1};
   }
 
-  // The vector path: per block and step a whole chunk of kThreads * kUnroll vectors of kVector
-  // consecutive elements per binding (16 bytes wherever the dtype allows); a thread takes kUnroll
-  // of them, vector u kThreads vectors after vector u - 1 (coalesced), all loaded before any is
-  // used. Only whole chunks take this path, so no vector needs a bounds check and each binding's
-  // pointer advances by one constant step; the elements after the last whole chunk take the
-  // element loop. Elements are taken in pairs (load2 / store2: one conversion for two 16-bit
-  // values).
+  // The vector path: per thread and step, kUnroll vectors of kVector consecutive elements per
+  // binding (16 bytes wherever the dtype allows), vector u of the step blockDim.x vectors after
+  // vector u - 1 (coalesced), all loaded before any is used. Elements are taken in pairs
+  // (load2 / store2: one conversion for two 16-bit values).
   void tensor_vector_body() {
     const int ni = layout_.n_inputs, no = layout_.n_outputs;
     const int e = layout_.vector_elements;
-    w_.line("constexpr long long kChunk = kThreads * kUnroll;  // vectors per block and step");
-    w_.line("const long long chunks = numel / (kChunk * kVector);");
-    w_.line("const long long step = static_cast<long long>(gridDim.x) * kChunk;");
-    w_.line("const long long start = static_cast<long long>(blockIdx.x) * kChunk + threadIdx.x;");
-    // The vector type of binding b and how many of it one vector takes.
-    auto vector_of = [&](int b) { return vector_type(e * layout_.element_bytes[b]); };
-    auto live_input = [&](int b) { return b >= ni || live_[g_.inputs[b]]; };
-    std::string advance;
-    for (int b = 0; b < ni + no; ++b) {
-      if (!live_input(b)) continue;  // no output uses it: never read
-      const auto v = vector_of(b);
-      w_.line("%s%s* vectors%d = reinterpret_cast<%s%s*>(data[%d]) + start * %d;",
-              b < ni ? "const " : "", v.first, b, b < ni ? "const " : "", v.first, b, v.second);
-      advance += format(", vectors%d += step * %d", b, v.second);
-    }
-    w_.open(format("for (long long chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x%s)",
-                   advance.c_str()));
+    w_.line("const long long groups = numel / kVector;");
+    w_.line("const long long step = stride * kUnroll;");
+    w_.open(
+        "for (long long g0 = static_cast<long long>(blockIdx.x) * blockDim.x * kUnroll + "
+        "threadIdx.x; g0 < groups; g0 += step)");
     for (int b = 0; b < ni; ++b) {
-      if (!live_input(b)) continue;
-      const auto v = vector_of(b);
+      if (!live_[g_.inputs[b]]) continue;  // no output uses it: never read
+      const auto v = vector_type(e * layout_.element_bytes[b]);
       w_.line("%s raw%d[kUnroll * %d];", v.first, b, v.second);
+    }
+    w_.line("#pragma unroll");
+    w_.open("for (int u = 0; u < kUnroll; ++u)");
+    w_.line("const long long g = g0 + static_cast<long long>(u) * blockDim.x;");
+    for (int b = 0; b < ni; ++b) {
+      if (!live_[g_.inputs[b]]) continue;
+      const auto v = vector_type(e * layout_.element_bytes[b]);
       w_.line("#pragma unroll");
       w_.line(
-          "for (int u = 0; u < kUnroll * %d; ++u) raw%d[u] = vectors%d[u / %d * kThreads * %d + u "
-          "%% %d];",
-          v.second, b, b, v.second, v.second, v.second);
+          "for (int k = 0; k < %d; ++k) raw%d[u * %d + k] = g < groups ? reinterpret_cast<const "
+          "%s*>(data[%d])[g * %d + k] : %s{};",
+          v.second, b, v.second, v.first, b, v.second, v.first);
     }
+    w_.close();
     for (int o = 0; o < no; ++o) {
       w_.line("km::Compute<%s> res%d[kUnroll * kVector];",
               dtype_name(g_.nodes[g_.outputs[o].node].dtype), o);
@@ -625,22 +607,29 @@ class Generator {
       w_.close();
     }
     for (int o = 0; o < no; ++o) {
-      const int b = ni + o;
-      const auto v = vector_of(b);
-      w_.line("%s raw%d[kUnroll * %d];", v.first, b, v.second);
+      const auto v = vector_type(e * layout_.element_bytes[ni + o]);
+      w_.line("%s raw%d[kUnroll * %d];", v.first, ni + o, v.second);
       w_.line("#pragma unroll");
       w_.line(
           "for (int e = 0; e < kUnroll * kVector; e += 2) km::store2<%s>(raw%d, e / 2, res%d[e], "
           "res%d[e + 1]);",
-          dtype_name(g_.nodes[g_.outputs[o].node].dtype), b, o, o);
+          dtype_name(g_.nodes[g_.outputs[o].node].dtype), ni + o, o, o);
+    }
+    w_.line("#pragma unroll");
+    w_.open("for (int u = 0; u < kUnroll; ++u)");
+    w_.line("const long long g = g0 + static_cast<long long>(u) * blockDim.x;");
+    w_.line("if (g >= groups) break;");
+    for (int o = 0; o < no; ++o) {
+      const auto v = vector_type(e * layout_.element_bytes[ni + o]);
       w_.line("#pragma unroll");
       w_.line(
-          "for (int u = 0; u < kUnroll * %d; ++u) vectors%d[u / %d * kThreads * %d + u %% %d] = "
-          "raw%d[u];",
-          v.second, b, v.second, v.second, v.second, b);
+          "for (int k = 0; k < %d; ++k) reinterpret_cast<%s*>(data[%d])[g * %d + k] = raw%d[u * "
+          "%d + k];",
+          v.second, v.first, ni + o, v.second, ni + o, v.second);
     }
     w_.close();
-    w_.open("for (long long i = chunks * kChunk * kVector + first; i < numel; i += stride)");
+    w_.close();
+    w_.open("for (long long i = groups * kVector + first; i < numel; i += stride)");
     w_.line("long long off[kBindings];");
     w_.line("#pragma unroll");
     w_.line("for (int b = 0; b < kBindings; ++b) off[b] = i;");
@@ -656,16 +645,14 @@ class Generator {
             layout_.vector_elements);
     w_.line("constexpr int kUnroll = %d;  // vectors per binding per thread and step",
             layout_.unroll);
-    w_.line("constexpr int kThreads = %u;  // threads per block", kBlockThreads);
     w_.blank();
     tensor_element_function();
     tensor_at_offsets_function();
     w_.line("}  // namespace");
     w_.blank();
     w_.open(
-        format("extern \"C\" __global__ void __launch_bounds__(%u) kf_fused_kernel(const "
-               "__grid_constant__ Params p)",
-               kBlockThreads));
+        "extern \"C\" __global__ void __launch_bounds__(256) kf_fused_kernel(const "
+        "__grid_constant__ Params p)");
     w_.line("const Consts k = make_consts(p);");
     // Items beyond the grid's 65535 rows (large capacities) are taken in turn.
     w_.open("for (long long item = blockIdx.y; item < p.n_items; item += gridDim.y)");
@@ -732,7 +719,7 @@ class Generator {
                                            dtype_name(image.dtype), interp_name(r.interpolation));
     std::vector<std::string> inits;
     for (int c = 0; c < border_channels; ++c) {
-      inits.push_back(nv12 ? launch_value(n.value_offset + c, KF_DTYPE_FLOAT32)
+      inits.push_back(nv12 ? format("static_cast<float>(p.values[%d])", n.value_offset + c)
                            : format("km::from_value<km::ReadDtype<%s, km::interp::%s>::value>("
                                     "p.values[%d])",
                                     dtype_name(image.dtype), interp_name(r.interpolation),
@@ -800,9 +787,8 @@ class Generator {
     w_.line("}  // namespace");
     w_.blank();
     w_.open(
-        format("extern \"C\" __global__ void __launch_bounds__(%u) kf_fused_kernel(const "
-               "__grid_constant__ Params p)",
-               kBlockThreads));
+        "extern \"C\" __global__ void __launch_bounds__(256) kf_fused_kernel(const "
+        "__grid_constant__ Params p)");
     w_.line("const Consts k = make_consts(p);");
     w_.open("for (long long item = blockIdx.z; item < p.n_items; item += gridDim.z)");
     if (layout_.compact) {

@@ -107,19 +107,17 @@ ParamLayout param_layout(const Graph& g, const kf_compile_options_t& options) {
   l.unroll = step_bytes == 0 ? 1 : static_cast<int32_t>(std::max<size_t>(1, 32 / step_bytes));
   l.unroll = std::min(l.unroll, std::max(1, 16 / l.vector_elements));
   // The grid: a light graph (few instructions per byte moved) runs one pass of blocks over the
-  // elements; a heavy one a grid of resident blocks looping over them, so that each thread's
-  // set-up (divisors) is paid once. Measured on H200 (2026-11-26, 8192x8192 chains): one pass
-  // gave f32 N=1/4/11 96.9/96.8/96.1 % of copy and bf16 N=1/4 93.3/93.5 % against
+  // elements; a heavy one a grid of resident blocks looping over them, one vector per binding
+  // per step (fewer registers, more warps to hide the arithmetic), so that each thread's set-up
+  // (launch values, divisors) is paid once. Measured on H200 (2026-11-26, 8192x8192 chains):
+  // one pass gave f32 N=1/4/11 96.9/96.8/96.1 % of copy and bf16 N=1/4 93.3/93.5 % against
   // 88.7/88.4/85.1 and 84.8/84.5 % for resident blocks; resident blocks gave bf16 N=11/16
-  // 79.6/55.2 % against 72.8/53.9 % for one pass. Heavy graphs, limited by instruction issue,
-  // keep kUnroll vectors per step too: the vector loop takes whole chunks, so the second vector
-  // adds no bounds check, and the loop's own instructions are shared by twice the elements
-  // (sm_90 SASS of the bf16 N=16 chain: 32.1 instructions per element against 33.4 with one
-  // vector per step, at 54 registers against 40).
+  // 79.6/55.2 % against 72.8/53.9 % for one pass.
   if (!l.image && l.n_inputs + l.n_outputs > 0) {
     size_t bytes = 0;
     for (int32_t b : l.element_bytes) bytes += static_cast<size_t>(b);
     l.persistent = element_cost(g) >= 4.0 * static_cast<double>(std::max<size_t>(bytes, 1));
+    if (l.persistent) l.unroll = 1;
   }
   const size_t bindings = l.element_bytes.size();
   if (l.image) {
@@ -128,7 +126,7 @@ ParamLayout param_layout(const Graph& g, const kf_compile_options_t& options) {
   } else {
     l.item_slots = 2 + static_cast<size_t>(l.shape_slots) + bindings * (1 + l.shape_slots);
   }
-  l.header_slots = l.items_slot() + 1;
+  l.header_slots = static_cast<size_t>(l.value_slots) + 2;
   KF_REQUIRE_ARG(l.header_slots * 8 <= kMaxParamBytes,
                  "the graph has %d launch values: its parameter block (%zu bytes) exceeds the "
                  "kernel parameter limit of %zu bytes",
@@ -145,18 +143,6 @@ ParamLayout param_layout(const Graph& g, const kf_compile_options_t& options) {
     }
   }
   return l;
-}
-
-void encode_header(const ParamLayout& l, const std::vector<double>& values, size_t n_items,
-                   int64_t* dst) {
-  std::memset(dst, 0, l.header_slots * sizeof(int64_t));
-  std::memcpy(dst, values.data(), values.size() * sizeof(double));
-  // Rounded to nearest, as the device's cvt.rn.f32.f64 would.
-  for (size_t v = 0; v < values.size(); ++v) {
-    const float f = static_cast<float>(values[v]);
-    std::memcpy(reinterpret_cast<char*>(dst + l.float_values_slot()) + v * sizeof f, &f, sizeof f);
-  }
-  dst[l.n_items_slot()] = static_cast<int64_t>(n_items);
 }
 
 void encode_item(const ParamLayout& l, const Item& item, int64_t* dst) {

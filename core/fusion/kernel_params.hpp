@@ -2,20 +2,17 @@
 // the CUDA program fills at every launch, from one description (ParamLayout) so that both sides
 // agree; the generated source also static_asserts the sizes computed here.
 //
-// Every field is 8 bytes (int64, double or pointer) or a pair of floats, so offsets are slot
-// indices times 8 and the host and device layouts cannot differ by padding. The block is one
-// __grid_constant__ kernel parameter:
-//   struct Params { double values[V]; float values_f32[2 * F]; long long n_items;
-//                   const Item* items; Item inline_items[N]; }
-// values: the graph's launch values (Graph::values with this launch's overrides); values_f32: the
-// same rounded to float (F = (V + 1) / 2 slots), which f32, f16 and bf16 operands use as they
-// are, so that the kernel reads them as constant operands with no conversion or register. Items
-// are inline (N = the capacity) when the whole block fits the 32764-byte kernel-parameter limit;
+// Every field is 8 bytes (int64, double or pointer), so offsets are slot indices times 8 and the
+// host and device layouts cannot differ by padding. The block is one __grid_constant__ kernel
+// parameter:
+//   struct Params { double values[V]; long long n_items; const Item* items; Item inline_items[N]; }
+// values: the graph's launch values (Graph::values with this launch's overrides). Items are
+// inline (N = the capacity) when the whole block fits the 32764-byte kernel-parameter limit;
 // otherwise N = 0 and `items` points to a table uploaded to device memory per launch.
 //
 // Image graphs whose items do not fit inline may still have a compact block, when it fits:
-//   struct Params { double values[V]; float values_f32[2 * F]; long long n_items;
-//                   const Item* items; long long out_step[O]; Item common; int crops[N][4]; }
+//   struct Params { double values[V]; long long n_items; const Item* items;
+//                   long long out_step[O]; Item common; int crops[N][4]; }
 // A uniform launch (every item binds the same tensors: one frame, many crops, batched outputs;
 // LaunchPlan::uniform_items) sets items to null and passes item 0 as `common`, each item's crop
 // rectangle (x, y, width, height) in `crops` and each output's byte step from one item's slice to
@@ -43,10 +40,6 @@ namespace fusion {
 // The kernel-parameter limit of sm_70+ with CUDA 12.1+ (32764), rounded down to 8 bytes.
 constexpr size_t kMaxParamBytes = 32760;
 
-// Threads per block of every generated kernel (its __launch_bounds__; tensor graphs also lay
-// out their vector chunks by it).
-constexpr unsigned kBlockThreads = 256;
-
 // How a tensor item is traversed (chosen per item at launch).
 enum ItemMode : int64_t {
   kStrided = 0,     // any strides, broadcasting: coordinates from the linear index
@@ -71,15 +64,10 @@ struct ParamLayout {
   int32_t unroll = 1;  // tensor graphs: vectors per binding per thread and step in kVector mode
   bool persistent = false;  // tensor graphs: resident blocks loop (heavy graphs), else one pass
   size_t item_slots = 0;
-  size_t header_slots = 0;  // values, values_f32, n_items, items
+  size_t header_slots = 0;  // values, n_items, items
   size_t param_bytes = 0;   // the whole kernel parameter
 
   size_t item_bytes() const { return item_slots * 8; }
-  // The slots of values_f32[0] (F of them), of n_items and of items.
-  size_t float_values_slot() const { return static_cast<size_t>(value_slots); }
-  size_t float_value_slots() const { return static_cast<size_t>(value_slots + 1) / 2; }
-  size_t n_items_slot() const { return float_values_slot() + float_value_slots(); }
-  size_t items_slot() const { return n_items_slot() + 1; }
   // Compact blocks: the slot of out_step[0], of `common` and of crops[0].
   size_t out_step_slot() const { return header_slots; }
   size_t common_slot() const { return header_slots + static_cast<size_t>(n_outputs); }
@@ -88,11 +76,6 @@ struct ParamLayout {
 
 // Throws INVALID_ARGUMENT when even the header does not fit the parameter limit.
 ParamLayout param_layout(const Graph& g, const kf_compile_options_t& options);
-
-// Writes the header of the block at dst: the launch values, as doubles and as floats, n_items
-// and a null items pointer.
-void encode_header(const ParamLayout& layout, const std::vector<double>& values, size_t n_items,
-                   int64_t* dst);
 
 // Encodes one item into item_slots 8-byte slots at dst.
 void encode_item(const ParamLayout& layout, const Item& item, int64_t* dst);

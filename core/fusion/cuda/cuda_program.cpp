@@ -32,6 +32,7 @@ namespace kf {
 namespace fusion {
 namespace {
 
+constexpr unsigned kBlockThreads = 256;
 constexpr size_t kMaxStagingSlots = 64;
 
 // Pinned host buffers for item tables, each reusable once its event has completed.
@@ -177,7 +178,9 @@ class CudaProgram final : public Program {
     const size_t total_slots = layout_.param_bytes / sizeof(int64_t);
     if (block.size() < total_slots) block.resize(total_slots);
     const size_t n_items = static_cast<size_t>(plan.uniform_items);
-    encode_header(layout_, plan.values, n_items, block.data());  // items: null, the uniform form
+    std::copy(plan.values.begin(), plan.values.end(), reinterpret_cast<double*>(block.data()));
+    block[layout_.value_slots] = static_cast<int64_t>(n_items);
+    block[layout_.value_slots + 1] = 0;  // items: null, the uniform form
     for (size_t o = 0; o < plan.output_steps.size(); ++o)
       block[layout_.out_step_slot() + o] = plan.output_steps[o];
     const Item& item = plan.items[0];
@@ -205,7 +208,9 @@ class CudaProgram final : public Program {
     const size_t total_slots =
         std::max(header + n_items * item_slots, layout_.param_bytes / sizeof(int64_t));
     if (block.size() < total_slots) block.resize(total_slots);
-    encode_header(layout_, plan.values, n_items, block.data());
+    std::copy(plan.values.begin(), plan.values.end(), reinterpret_cast<double*>(block.data()));
+    block[layout_.value_slots] = static_cast<int64_t>(n_items);
+    block[layout_.value_slots + 1] = 0;
 
     int64_t* items = block.data() + header;
     int64_t max_units = 0, max_h = 0, max_w = 0;
@@ -253,7 +258,7 @@ class CudaProgram final : public Program {
       table = pool_->allocate(bytes, stream);
       cuda::check(cudaMemcpyAsync(table, slot->host, bytes, cudaMemcpyHostToDevice, stream),
                   "copying the item table to the device");
-      std::memcpy(&block[layout_.items_slot()], &table, sizeof table);
+      std::memcpy(&block[layout_.value_slots + 1], &table, sizeof table);
       void* params[] = {block};
       cuda::launch_library_kernel(kernel_, grid, threads, 0, stream, params, "fused kernel");
       cuda::check(cudaEventRecord(slot->done, stream), "recording a staging event");
