@@ -182,6 +182,9 @@ std::vector<FusionResult> FusionCaseRunner::run_all(const Emit& on_result) {
       {"crops", [&] { run_crops(emit); }},
       {"resize", [&] { run_resize_batch(emit); }}};
   for (const auto& section : sections) {
+    if (!options_.filter.empty() && std::find(options_.filter.begin(), options_.filter.end(),
+                                              section.first) == options_.filter.end())
+      continue;
     try {
       section.second();
     } catch (const std::runtime_error& e) {

@@ -40,7 +40,8 @@ in the same run. Uses the first CUDA device when there is one, else the CPU back
                     engine (issue 4): elementwise chains of 1..16 ops, 50 crops in one launch vs
                     crop by crop, 1000 crops resized and normalised in one launch, NVRTC compile
                     and cache times, each against its target; all: every suite
-  --filter LIST     ops suite: only the cases of these ops (e.g. softmax,rms_norm)
+  --filter LIST     ops suite: only the cases of these ops (e.g. softmax,rms_norm); fusion
+                    suite: only these sections (compile,chain,crops,resize)
   --json FILE       also write every result as JSON (op cases under "op_rows", fusion rows
                     under "fusion_rows")
   -h, --help        this text
@@ -141,16 +142,17 @@ int parse_options(int argc, char** argv, Options* options) {
         return usage_error("--suite takes elementwise, ops, fusion or all");
       options->suite = text;
     } else if (arg == "--filter") {
-      static const char* const kOpNames[] = {"bias_activation", "gelu_dropout", "softmax",
-                                             "log_softmax",     "layer_norm",   "rms_norm",
-                                             "batch_norm",      "reduce"};
+      static const char* const kOpNames[] = {
+          "bias_activation", "gelu_dropout", "softmax", "log_softmax", "layer_norm", "rms_norm",
+          "batch_norm",      "reduce",       "compile", "chain",       "crops",      "resize"};
       const std::string names =
-          "bias_activation,gelu_dropout,softmax,log_softmax,layer_norm,rms_norm,batch_norm,reduce";
+          "bias_activation,gelu_dropout,softmax,log_softmax,layer_norm,rms_norm,batch_norm,reduce "
+          "(ops suite), compile,chain,crops,resize (fusion suite)";
       if (!value(&text) || text.empty()) return usage_error("--filter takes names from " + names);
       options->filter = split_list(text);
       for (const std::string& name : options->filter) {
         if (std::find(std::begin(kOpNames), std::end(kOpNames), name) == std::end(kOpNames))
-          return usage_error("--filter: unknown op " + name + " (names: " + names + ")");
+          return usage_error("--filter: unknown name " + name + " (names: " + names + ")");
       }
     } else if (arg == "--json") {
       if (!value(&text)) return usage_error("--json needs a file name");

@@ -25,7 +25,7 @@ struct Options {
   std::vector<kf_dtype_t> dtypes;
   std::vector<std::string> sizes;  // "large", "seed"
   std::vector<std::string>
-      filter;  // --filter: ops-suite cases whose op name is listed (all if empty)
+      filter;  // --filter: ops-suite ops and fusion-suite sections listed (all if empty)
   std::string json_path;
   std::string suite = "elementwise";  // --suite: "elementwise", "ops", "fusion" or "all"
 

@@ -1038,9 +1038,9 @@ TEST_F(RandomGraphTest, FloatDivisionAndRootsAreCorrectlyRounded) {
 // The chains of kf-bench --suite fusion (mul, add, max, sub, min, neg, mul, add, abs, add, rsqrt,
 // mul, sub, ReLU, divide, max, each binary op with a scalar; the first 11 or all 16) in bf16 and
 // f32, bit for bit against the CPU executor (every op is correctly rounded or exact): sizes
-// around the vector path's whole chunks of a block (one element, one chunk less one, several
-// chunks and a tail, and on CUDA more than one pass of the resident grid), signed zeros and NaNs
-// among the inputs, the builder's values and overridden ones (values_f32 of the launch).
+// from one element to several blocks' vectors and a tail (on CUDA also more than one pass of a
+// resident grid), signed zeros and NaNs among the inputs, the builder's values and overridden
+// launch values.
 TEST_F(RandomGraphTest, BenchmarkChainsMatchTheCpuBitForBit) {
   enum StepKind { kBinary, kUnary, kRelu };
   struct Step {
