@@ -317,6 +317,18 @@ TEST_P(NormTest, UnalignedRowStarts) {
   }
 }
 
+// More rows past 64 KiB than a GPU holds clusters at once (on CUDA, several waves of clusters),
+// with and without a residual.
+TEST_P(NormTest, ManyLongRows) {
+  uint64_t salt = 1950;
+  for (int64_t length : {int64_t{65544}, int64_t{262144}}) {
+    const int64_t rows = length > 100000 ? 20 : 40;
+    check_layer_norm(rows, length, true, KF_ACTIVATION_NONE, salt += 3);
+    check_rms_norm(rows, length, false, true, KF_ACTIVATION_NONE, salt += 3);
+    check_rms_norm(rows, length, true, true, KF_ACTIVATION_NONE, salt += 3);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTypes, NormTest, row_test::float_dtypes(), row_test::dtype_param_name);
 
 // ---- errors -------------------------------------------------------------------------------------

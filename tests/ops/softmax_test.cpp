@@ -197,6 +197,12 @@ TEST_P(SoftmaxTest, RegimeBoundaries) {
   }
 }
 
+// More rows past 64 KiB than a GPU holds clusters at once (on CUDA, several waves of clusters).
+TEST_P(SoftmaxTest, ManyLongRows) {
+  check({40, 65544}, {}, false, 1.0, false, 1950);
+  check({20, 262144}, {}, false, 0.5, false, 1952);
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTypes, SoftmaxTest, row_test::float_dtypes(),
                          row_test::dtype_param_name);
 
