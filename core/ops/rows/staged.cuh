@@ -181,11 +181,12 @@ int prepare_staged_kernel(int32_t device) {
   cuda::check(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    static_cast<int>(P::large_slice_bytes)),
               "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
-  // The largest carveout: left to the driver, the 64 KiB slices of the cluster path got a
-  // 135 KiB configuration, two blocks per SM.
-  cuda::check(cudaFuncSetAttribute(kKernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                   cudaSharedmemCarveoutMaxShared),
-              "cudaFuncSetAttribute(PreferredSharedMemoryCarveout)");
+  // The clustered kernel takes the largest carveout: left to the driver, its 64 KiB slices got a
+  // 135 KiB configuration, two blocks per SM. (The tile kernel's 32 KiB leave room for L1.)
+  if (kClustered)
+    cuda::check(cudaFuncSetAttribute(kKernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                     cudaSharedmemCarveoutMaxShared),
+                "cudaFuncSetAttribute(PreferredSharedMemoryCarveout)");
   if (kClustered && cuda::compute_major(device) >= 9) {
     limit = P::max_portable_cluster;
     if (cudaFuncSetAttribute(kKernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) ==
