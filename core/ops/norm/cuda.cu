@@ -1,9 +1,9 @@
 // CUDA backend of the norm family, four regimes chosen per call:
 //  - staged rows (core/ops/rows/staged.cuh) for f32/f16/bf16 rows that are dense, 16-byte
 //    aligned and fill whole 16-byte vectors, where they measured faster (see launch_staged):
-//    f32 rows of 1..32 KiB, rows with a residual up to 64 KiB, and rows past 64 KiB, which take a
-//    thread-block cluster per row (sm_90) with the statistics combined through distributed
-//    shared memory; x (and the residual) are read from DRAM once;
+//    f32 rows of more than 4 KiB up to 32 KiB, rows with a residual up to 64 KiB, and rows past
+//    64 KiB, which take a thread-block cluster per row (sm_90) with the statistics combined
+//    through distributed shared memory; x (and the residual) are read from DRAM once;
 //  - other rows of up to 1024 elements: a few lanes or a warp per row, several rows per block;
 //  - other rows of up to 16K elements (8K for f64): a block per row;
 //    both hold the row in registers (core/ops/rows/tile.cuh), so h = x + residual is read from
@@ -426,16 +426,18 @@ bool launch_staged(const Plan& p, int32_t device, cudaStream_t stream) {
   } else {
     // Where staging pays, measured against the register-cached kernel on an H200 (2026-11-26,
     // kf-bench, same run): rows of 2..32 KiB (bf16 1024..16384, f32 4096; before the cached
-    // kernel prefetched) and rows with a residual gained 15..45 %; rows of <= 1 KiB and 64 KiB rows
-    // without a residual lost 5..45 % (64 KiB leaves a block per SM); rows past 64 KiB need the
-    // cluster path (5..7x over streaming). f32 rows of 4 KiB lost 10 % and stay staged for a
-    // simpler rule. 16-bit rows without a residual stay in the cached kernel, which prefetches the
-    // next row for them (rows::tile_prefetches): against staging, f16 / bf16 rows of 1024, 4096 and
-    // 16384 went from 68 / 56 / 69 % of copy to 88 / 76 / 83 % (RMS norm) and from 50 / 40 / 53 %
-    // to 77 / 57 / 60 % (layer norm).
+    // kernel prefetched) and rows with a residual gained 15..45 %; rows of <= 1 KiB and 64 KiB
+    // rows without a residual lost 5..45 % (64 KiB leaves a block per SM); rows past 64 KiB need
+    // the cluster path (5..7x over streaming). Later runs moved rows without a residual back to
+    // the cached kernel: 16-bit rows up to 32 KiB, for which it now prefetches the next row
+    // (rows::tile_prefetches): f16 / bf16 rows of 1024, 4096 and 16384 went from 68 / 56 / 69 %
+    // of copy to 88 / 76 / 83 % (RMS norm) and from 50 / 40 / 53 % to 77 / 57 / 60 % (layer
+    // norm); and f32 rows up to 4 KiB (10:39Z): rows of 1024 went from 67 to 90 % (RMS) and from
+    // 65 to 87 % (layer norm), the 32x512x768 seed from 66 to 74 and from 59 to 68 %. f32 rows of
+    // 4096 stayed 1-2 points faster staged.
     const int64_t row_bytes = p.walk.row_length * int64_t{sizeof(S)};
     if (row_bytes <= 1024) return false;
-    if (sizeof(S) == 2 && !p.residual.data && row_bytes <= 32 * 1024) return false;
+    if (!p.residual.data && row_bytes <= (sizeof(S) == 2 ? 32 : 4) * 1024) return false;
     if (!p.residual.data && row_bytes > 32 * 1024 && row_bytes <= rows::StagedPolicy::slice_bytes)
       return false;
     return rows::stage_and_launch<staged_kernel<S, false>, staged_kernel<S, true>>(
