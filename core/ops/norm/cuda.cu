@@ -1,9 +1,10 @@
 // CUDA backend of the norm family, four regimes chosen per call:
 //  - staged rows (core/ops/rows/staged.cuh) for f32/f16/bf16 rows that are dense, 16-byte
 //    aligned and fill whole 16-byte vectors, where they measured faster (see launch_staged):
-//    f32 rows of more than 4 KiB up to 32 KiB, rows with a residual up to 64 KiB, and rows past
-//    64 KiB, which take a thread-block cluster per row (sm_90) with the statistics combined
-//    through distributed shared memory; x (and the residual) are read from DRAM once;
+//    f32 rows of more than 4 KiB up to 32 KiB (any length with a residual) and 16-bit rows
+//    past 16 KiB with a residual, up to 64 KiB; rows past 64 KiB, which take a thread-block
+//    cluster per row (sm_90) with the statistics combined through distributed shared memory;
+//    x (and the residual) are read from DRAM once;
 //  - other rows of up to 1024 elements: a few lanes or a warp per row, several rows per block;
 //  - other rows of up to 16K elements (8K for f64): a block per row;
 //    both hold the row in registers (core/ops/rows/tile.cuh), so h = x + residual is read from
@@ -428,16 +429,19 @@ bool launch_staged(const Plan& p, int32_t device, cudaStream_t stream) {
     // kf-bench, same run): rows of 2..32 KiB (bf16 1024..16384, f32 4096; before the cached
     // kernel prefetched) and rows with a residual gained 15..45 %; rows of <= 1 KiB and 64 KiB
     // rows without a residual lost 5..45 % (64 KiB leaves a block per SM); rows past 64 KiB need
-    // the cluster path (5..7x over streaming). Later runs moved rows without a residual back to
-    // the cached kernel: 16-bit rows up to 32 KiB, for which it now prefetches the next row
-    // (rows::tile_prefetches): f16 / bf16 rows of 1024, 4096 and 16384 went from 68 / 56 / 69 %
-    // of copy to 88 / 76 / 83 % (RMS norm) and from 50 / 40 / 53 % to 77 / 57 / 60 % (layer
-    // norm); and f32 rows up to 4 KiB (10:39Z): rows of 1024 went from 67 to 90 % (RMS) and from
-    // 65 to 87 % (layer norm), the 32x512x768 seed from 66 to 74 and from 59 to 68 %. f32 rows of
-    // 4096 stayed 1-2 points faster staged.
+    // the cluster path (5..7x over streaming). Later runs moved rows back to the cached kernel:
+    // 16-bit rows up to 32 KiB, for which it now prefetches the next row (rows::tile_prefetches):
+    // f16 / bf16 rows of 1024, 4096 and 16384 went from 68 / 56 / 69 % of copy to 88 / 76 / 83 %
+    // (RMS norm) and from 50 / 40 / 53 % to 77 / 57 / 60 % (layer norm), and 16-bit rows with a
+    // residual up to 16 KiB (past that the cached kernel spills): RMS norm with a residual, rows
+    // of 4096, from 73 / 70 % to 86 / 86 % (10:45Z); and f32 rows up to 4 KiB
+    // without a residual (10:39Z): rows of 1024 went from 67 to 90 % (RMS) and from 65 to 87 %
+    // (layer norm), the 32x512x768 seed from 66 to 74 and from 59 to 68 %. f32 rows of 4096
+    // stayed 1-2 points faster staged.
     const int64_t row_bytes = p.walk.row_length * int64_t{sizeof(S)};
     if (row_bytes <= 1024) return false;
-    if (!p.residual.data && row_bytes <= (sizeof(S) == 2 ? 32 : 4) * 1024) return false;
+    if (sizeof(S) == 2 && row_bytes <= (p.residual.data ? 16 : 32) * 1024) return false;
+    if (!p.residual.data && row_bytes <= 4 * 1024) return false;
     if (!p.residual.data && row_bytes > 32 * 1024 && row_bytes <= rows::StagedPolicy::slice_bytes)
       return false;
     return rows::stage_and_launch<staged_kernel<S, false>, staged_kernel<S, true>>(
