@@ -80,8 +80,11 @@ class NormTest : public row_test::DeviceFixture<::testing::TestWithParam<kf_dtyp
     return std::string(dtype_name(dtype())) + " " + what + " (seed " + std::to_string(s) + ")";
   }
 
+  // x is uniform in center +- spread; first, when given, replaces each row's first element (the
+  // CUDA kernels' shift).
   void check_layer_norm(int64_t rows, int64_t length, bool affine, kf_activation_t act,
-                        uint64_t salt, double center = 0.0) {
+                        uint64_t salt, double center = 0.0, double spread = 3.0,
+                        const double* first = nullptr) {
     const uint64_t s = seed(salt);
     const std::string what = label("layer norm rows " + std::to_string(rows) + " x " +
                                        std::to_string(length) + (affine ? " affine" : ""),
@@ -92,7 +95,12 @@ class NormTest : public row_test::DeviceFixture<::testing::TestWithParam<kf_dtyp
     Tensor out = tensor({rows, length}, dtype());
     Tensor w = tensor({length}, dtype()), b = tensor({length}, dtype());
     Tensor mean = tensor({rows}, stats_dtype(dtype())), rstd = tensor({rows}, stats_dtype(dtype()));
-    const auto xv = fill(x, dtype(), n, s, center - 3.0, center + 3.0);
+    std::vector<double> xv = kf_test::round_to_dtype(
+        kf_test::random_values(n, s, center - spread, center + spread), dtype());
+    if (first)
+      for (int64_t row = 0; row < rows; ++row)
+        xv[static_cast<size_t>(row * length)] = kf_test::round_to_dtype({*first}, dtype())[0];
+    kf_test::upload(x, xv);
     std::vector<double> wv, bv;
     if (affine) {
       wv = fill(w, dtype(), static_cast<size_t>(length), s + 1);
@@ -105,8 +113,10 @@ class NormTest : public row_test::DeviceFixture<::testing::TestWithParam<kf_dtyp
                                                 affine ? b.t : nullptr, out, mean, rstd, 1, 1e-5,
                                                 act, nullptr));
     const auto want = layer_norm_ref(xv, length, wv, bv, 1e-5, act);
-    // A mean of 1e4 over a spread of 1 amplifies input rounding 1e4-fold: f64 keeps 1e-9 there.
-    const double out_tol = center != 0.0 && dtype() == KF_DTYPE_FLOAT64 ? 1e-9 : tolerance(dtype());
+    // A mean of 1e4 over a spread of 3 amplifies input rounding 1e4-fold: f64 keeps 1e-9 there,
+    // and proportionally less for a smaller spread.
+    const double out_tol =
+        center != 0.0 && dtype() == KF_DTYPE_FLOAT64 ? 1e-9 * (3.0 / spread) : tolerance(dtype());
     kf_test::expect_close(kf_test::download(out), want.out, out_tol, what);
     const double stat_tol = tolerance(stats_dtype(dtype()));
     kf_test::expect_close(kf_test::download(mean), want.mean, stat_tol, what + " mean");
@@ -181,6 +191,38 @@ TEST_P(NormTest, LargeMean) {
     GTEST_SKIP() << "1e4 +- 3 is not representable beyond a few values in half types";
   for (int64_t length : {64, 1000, 4097, 40000})
     check_layer_norm(3, length, true, KF_ACTIVATION_NONE, 77 + length, 1e4);
+}
+
+// Mean 1e4, std 1e-2, in rows up to the register-cached kernel's longest (16K elements): the
+// statistics are one reduction of per-thread (count, mean, M2) summaries of differences from the
+// row's first element on the CUDA backend. Then rows whose first element lies far out (about 25
+// and 75 standard deviations at 16K elements), where sums of differences from that element would
+// lose the variance to cancellation and the mean's rounding grows with the distance.
+TEST_P(NormTest, LargeMeanSmallSpread) {
+  if (dtype() == KF_DTYPE_FLOAT16 || dtype() == KF_DTYPE_BFLOAT16)
+    GTEST_SKIP() << "1e4 +- 1e-2 is one value in half types";
+  const double spread = 1e-2 * std::sqrt(3.0);  // uniform: std 1e-2
+  uint64_t salt = 1500;
+  for (int64_t length : {64, 1000, 1024, 4096, 5000, 16000, 16384})
+    check_layer_norm(2, length, length % 2 == 0, KF_ACTIVATION_NONE, salt += 3, 1e4, spread);
+  for (double offset : {0.3, 1.0}) {
+    const double first = 1e4 + offset;
+    for (int64_t length : {1000, 5000, 16384})
+      check_layer_norm(2, length, false, KF_ACTIVATION_NONE, salt += 3, 1e4, spread, &first);
+  }
+}
+
+// Row lengths that leave the last threads of each register-cached tile policy (1..32 lanes, a
+// warp of 16 or 32 elements a thread, a block of 256 or 512 threads) with a partial vector set
+// or nothing, and lengths where every thread holds equally many (the CUDA kernels merge those
+// without counts); odd lengths take scalar loads, even ones 16-byte vectors where they divide.
+TEST_P(NormTest, LayerNormPartialLanes) {
+  uint64_t salt = 1700;
+  for (int64_t length :
+       {1,    3,    7,    8,    9,    24,   63,   65,   96,   127,  256,  520,   768,   1000,
+        1023, 1025, 1032, 1536, 2056, 3000, 4096, 4097, 5120, 6000, 8200, 12288, 12290, 16384})
+    check_layer_norm(3, length, length % 3 == 0, KF_ACTIVATION_NONE, salt += 3);
+  check_layer_norm(37, 24, true, KF_ACTIVATION_NONE, salt += 3);  // rows past the last group
 }
 
 TEST_P(NormTest, MultiDimNormalizedAndStridedViews) {
