@@ -45,12 +45,6 @@ KF_HOST_DEVICE LayerNormStats<T> layer_norm_stats(T sum_d, T sum_d2, T n, T eps)
   return s;
 }
 
-// 1 / sqrt(variance + eps), for a variance already taken (biased).
-template <class T>
-KF_HOST_DEVICE T rstd_of_variance(T variance, T eps) {
-  return T(1) / sqrt_of(variance + eps);
-}
-
 template <class T>
 KF_HOST_DEVICE T rms_rstd(T sum_squares, T n, T eps) {
   return T(1) / sqrt_of(sum_squares / n + eps);

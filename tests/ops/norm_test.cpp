@@ -80,8 +80,7 @@ class NormTest : public row_test::DeviceFixture<::testing::TestWithParam<kf_dtyp
     return std::string(dtype_name(dtype())) + " " + what + " (seed " + std::to_string(s) + ")";
   }
 
-  // x is uniform in center +- spread; first, when given, replaces each row's first element (the
-  // CUDA kernels' shift).
+  // x is uniform in center +- spread; first, when given, replaces each row's first element.
   void check_layer_norm(int64_t rows, int64_t length, bool affine, kf_activation_t act,
                         uint64_t salt, double center = 0.0, double spread = 3.0,
                         const double* first = nullptr) {
@@ -193,11 +192,10 @@ TEST_P(NormTest, LargeMean) {
     check_layer_norm(3, length, true, KF_ACTIVATION_NONE, 77 + length, 1e4);
 }
 
-// Mean 1e4, std 1e-2, in rows up to the register-cached kernel's longest (16K elements): the
-// statistics are one reduction of per-thread (count, mean, M2) summaries of differences from the
-// row's first element on the CUDA backend. Then rows whose first element lies far out (about 25
-// and 75 standard deviations at 16K elements), where sums of differences from that element would
-// lose the variance to cancellation and the mean's rounding grows with the distance.
+// Mean 1e4, std 1e-2, in rows up to the CUDA register-cached kernel's longest (16K elements),
+// then rows whose first element lies far out (about 25 and 75 standard deviations at 16K
+// elements): statistics taken relative to a sample of the row, rather than to its mean, would
+// lose the variance to cancellation there.
 TEST_P(NormTest, LargeMeanSmallSpread) {
   if (dtype() == KF_DTYPE_FLOAT16 || dtype() == KF_DTYPE_BFLOAT16)
     GTEST_SKIP() << "1e4 +- 1e-2 is one value in half types";
@@ -214,8 +212,8 @@ TEST_P(NormTest, LargeMeanSmallSpread) {
 
 // Row lengths that leave the last threads of each register-cached tile policy (1..32 lanes, a
 // warp of 16 or 32 elements a thread, a block of 256 or 512 threads) with a partial vector set
-// or nothing, and lengths where every thread holds equally many (the CUDA kernels merge those
-// without counts); odd lengths take scalar loads, even ones 16-byte vectors where they divide.
+// or nothing, and lengths where every thread holds equally many; odd lengths take scalar loads,
+// even ones 16-byte vectors where they divide.
 TEST_P(NormTest, LayerNormPartialLanes) {
   uint64_t salt = 1700;
   for (int64_t length :

@@ -26,7 +26,6 @@
 #include "core/math/numeric.hpp"
 #include "core/math/row_stats.hpp"
 #include "core/ops/norm/norm.hpp"
-#include "core/ops/rows/moments.cuh"
 #include "core/ops/rows/reduce.cuh"
 #include "core/ops/rows/staged.cuh"
 #include "core/ops/rows/tile.cuh"
@@ -133,42 +132,29 @@ __device__ __forceinline__ void with_activation(math::Activation act, Fn&& fn) {
   }
 }
 
-// The layer norm statistics of a row from each thread's summary of its differences from the
-// shared shift (core/ops/rows/moments.cuh): one group reduction. `balanced`: every thread of the
-// group holds equally many elements (the cheaper count-free merge, which needs the butterfly of
-// rows::block_reduce: kWarps, the block's warps, a power of two).
+// A pair of sums reduced together (one shuffle tree, one block barrier pair).
 template <class T>
-struct RowMoments {
-  T mean, variance;  // of the differences
+struct Sums {
+  T d, d2;
 };
-// mine: this thread's summary; lane_inverse: 1 / mine.count (0 for no elements); count: the
-// row's length.
-template <int kWarps, class T>
-__device__ __forceinline__ RowMoments<T> group_moments(rows::Moments<T> mine, T lane_inverse,
-                                                       T count, bool balanced, int group,
-                                                       rows::EqualMoments<T>* equal_scratch,
-                                                       rows::Moments<T>* scratch) {
-  if (balanced) {
-    const rows::EqualMoments<T> e =
-        rows::group_reduce<kWarps>(rows::EqualMoments<T>{mine.mean, mine.m2 * lane_inverse},
-                                   rows::MergeEqualMoments{}, group, equal_scratch);
-    return {e.mean, e.variance};
-  }
-  const rows::Moments<T> m = rows::group_reduce<kWarps>(mine, rows::MergeMoments{}, group, scratch);
-  return {m.mean, m.m2 / count};
+template <class T>
+__device__ __forceinline__ Sums<T> shuffle_xor(Sums<T> v, int offset) {
+  return {rows::shuffle_xor(v.d, offset), rows::shuffle_xor(v.d2, offset)};
 }
+struct AddSums {
+  template <class T>
+  __device__ __forceinline__ Sums<T> operator()(Sums<T> a, Sums<T> b) const {
+    return {a.d + b.d, a.d2 + b.d2};
+  }
+};
 
-// Register-cached rows (see the top of the file). Written for few instructions per element (a
-// 16-bit row has about 25 issue slots per element at H200 bandwidth): padding loads as 0, the
-// layer norm statistics in one group reduction, the activation chosen outside the output loop.
-// Layer norm works on d = h - shift, the shift being the row's first element (shared by the
-// group's threads without a reduction: a shuffle from the group's first lane, or, for a block per
-// row, a load of x's first element by every thread): for a row whose mean dwarfs its spread the
-// differences are exact, and mean = shift + mean(d) keeps the digits a single f32 mean would
-// lose. Each thread summarises its d (count, mean, M2 over its registers) and one reduction
-// merges the summaries (core/ops/rows/moments.cuh); d stays in the registers for the output.
-// kResidual: the form with a residual (RMS norm only; the layer norm entry takes none) has its
-// own instantiation, so the common form does not pay for the second row's registers.
+// Register-cached rows (see the top of the file). The layer norm shift is the row mean, taken
+// from the cached row first, so sum_d and sum_d2 are of exact small differences, as on the CPU.
+// Written for few instructions per element (a 16-bit row has about 25 issue slots per element at
+// H200 bandwidth): padding loads as 0, both sums of differences in one reduction, the activation
+// chosen outside the output loop.
+// kResidual: the form with a residual has its own instantiation, so the common form does not
+// pay for the second row's registers.
 template <class P, class S, bool kResidual>
 __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
     cached_kernel(const __grid_constant__ Plan p) {
@@ -176,31 +162,23 @@ __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
   using Traits = math::StorageTraits<S>;
   using Prim = typename math::PrimitivesFor<S>::type;
   using Vec = rows::Pack<S, P::vec>;
-  constexpr bool kBlockRow = P::group > 32;  // the shift is loaded, not shuffled
   __shared__ T scratch[32];
-  __shared__ rows::EqualMoments<T> equal_scratch[kResidual ? 1 : 32];
-  __shared__ rows::Moments<T> moments_scratch[kResidual ? 1 : 32];
+  __shared__ Sums<T> pair_scratch[32];
   const rows::Walk& w = p.walk;
   const int64_t n = w.row_length;
   const T count = static_cast<T>(n), eps = static_cast<T>(p.eps);
   const int lane = threadIdx.x % P::group, slot = threadIdx.x / P::group;
-  const bool layer = !kResidual && p.kind == Kind::layer;
-  // Every lane of a group holds equally many elements when the row's vectors divide by the group.
-  const bool balanced = (n / P::vec) % P::group == 0;
   // With prefetching (rows::tile_prefetches: 16-bit rows) the grid is resident and the next
   // row's loads are issued before the current row is worked on.
   constexpr bool kPrefetch = rows::tile_prefetches<P, S>();
   struct Raw {
     rows::TileRaw<P, S> x, residual;
-    S first;  // x's first element (layer norm's shift, for a block per row)
   };
   auto fetch = [&](int64_t first, Raw& raw) {
     const int64_t row = first + slot;
     if (row >= w.rows) return;
-    const S* x = static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, row);
-    rows::tile_fetch<P>(x, n, lane, raw.x);
-    if constexpr (kBlockRow)
-      if (layer) raw.first = x[0];
+    rows::tile_fetch<P>(static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, row), n,
+                        lane, raw.x);
     if constexpr (kResidual)
       rows::tile_fetch<P>(
           static_cast<const S*>(p.residual.data) + rows::row_offset_cold(w, p.residual, row), n,
@@ -215,20 +193,15 @@ __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
     const int64_t r = row < w.rows ? row : 0;
     T h[P::items];
     T add[kResidual ? P::items : 1];
-    T shift = 0;  // layer norm: h[] holds h - shift once the statistics are taken
     if constexpr (kPrefetch) {
       Raw next;
       fetch(first + int64_t{gridDim.x} * P::rows_per_block, next);
       rows::tile_unpack<P>(raw.x, length, lane, h, T(0));
       if constexpr (kResidual) rows::tile_unpack<P>(raw.residual, length, lane, add, T(0));
-      if constexpr (kBlockRow)
-        if (layer) shift = Traits::to_compute(raw.first);
       raw = next;
     } else {
-      const S* x = static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, r);
-      if constexpr (kBlockRow)
-        if (layer) shift = Traits::to_compute(x[0]);
-      rows::tile_load<P>(x, length, lane, h, T(0));
+      rows::tile_load<P>(static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, r), length,
+                         lane, h, T(0));
       if constexpr (kResidual)
         rows::tile_load<P>(
             static_cast<const S*>(p.residual.data) + rows::row_offset_cold(w, p.residual, r),
@@ -243,46 +216,30 @@ __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
             static_cast<S*>(p.residual_out.data) + rows::row_offset_cold(w, p.residual_out, r),
             length, lane, h);
     }
-    T scaled_center = 0, rstd;  // y = h[i] * rstd - scaled_center
-    if (layer) {
-      if constexpr (!kBlockRow) shift = __shfl_sync(0xffffffffu, h[0], 0, P::group);
-      // This lane's elements: whole vectors, its first `lane_vectors` chunks. Tested as k <
-      // lane_vectors: with the 64-bit column test of each chunk in both loops below, the 32-chunk
-      // bf16 policies spilled.
-      const int64_t vectors = length / P::vec;
-      const int lane_vectors =
-          vectors > lane ? static_cast<int>((vectors - lane + P::group - 1) / P::group) : 0;
+    T shift = 0, scaled_center = 0, rstd;  // y = (h - shift) * rstd - scaled_center
+    if (p.kind == Kind::layer) {
       T sum = 0;
 #pragma unroll
-      for (int k = 0; k < P::chunks; ++k) {
-#pragma unroll
-        for (int e = 0; e < P::vec; ++e) {
-          T& d = h[k * P::vec + e];
-          d = k < lane_vectors ? d - shift : T(0);
-          sum += d;
-        }
-      }
-      const T lane_count = static_cast<T>(lane_vectors * P::vec);
-      const T lane_inverse = lane_vectors > 0 ? rows::reciprocal(lane_count) : T(0);
-      const T mean = sum * lane_inverse;  // 0 for a lane without elements, or past the end
-      T m2 = 0;
+      for (int i = 0; i < P::items; ++i) sum += h[i];  // padding is 0
+      shift = rows::group_reduce(sum, rows::Plus{}, P::group, scratch) / count;
+      Sums<T> sums{0, 0};
 #pragma unroll
       for (int k = 0; k < P::chunks; ++k) {
-        if (k >= lane_vectors) break;
+        const bool inside = rows::tile_col<P>(lane, k) < length;
 #pragma unroll
         for (int e = 0; e < P::vec; ++e) {
-          const T c = h[k * P::vec + e] - mean;
-          m2 = fma(c, c, m2);
+          const T d = inside ? h[k * P::vec + e] - shift : T(0);
+          sums.d += d;
+          sums.d2 += d * d;
         }
       }
-      const RowMoments<T> s =
-          group_moments<P::threads / 32>(rows::Moments<T>{lane_count, mean, m2}, lane_inverse,
-                                         count, balanced, P::group, equal_scratch, moments_scratch);
-      rstd = math::stats::rstd_of_variance(s.variance, eps);
-      scaled_center = s.mean * rstd;  // small: d is the exact difference from the shift
+      sums = rows::group_reduce(sums, AddSums{}, P::group, pair_scratch);
+      const auto s = math::stats::layer_norm_stats<T>(sums.d, sums.d2, count, eps);
+      rstd = s.rstd;
+      scaled_center = s.center * rstd;  // small: x - shift is the exact difference
       if (lane == 0 && length > 0) {
         if (p.mean.data)
-          static_cast<T*>(p.mean.data)[rows::row_offset_cold(w, p.mean, r)] = shift + s.mean;
+          static_cast<T*>(p.mean.data)[rows::row_offset_cold(w, p.mean, r)] = shift + s.center;
         if (p.rstd.data) static_cast<T*>(p.rstd.data)[rows::row_offset_cold(w, p.rstd, r)] = rstd;
       }
     } else {
@@ -305,7 +262,7 @@ __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
       if (bias && c < n) bk = *reinterpret_cast<const Vec*>(bias + c);
 #pragma unroll
       for (int e = 0; e < P::vec; ++e) {
-        T y = h[k * P::vec + e] * rstd - scaled_center;
+        T y = (h[k * P::vec + e] - shift) * rstd - scaled_center;
         if (weight) y *= Traits::to_compute(wk.v[e]);
         if (bias) y += Traits::to_compute(bk.v[e]);
         h[k * P::vec + e] = y;
@@ -321,17 +278,13 @@ __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
 }
 
 // Staged rows (core/ops/rows/staged.cuh): x (and the residual) are copied to shared memory, then
-// the passes read them there. RMS norm: h (= x + residual, written back over the staged x) with
-// its sum of squares, then the output. Layer norm (no residual, so nothing writes the staged x):
-// each thread's count, mean and M2 of d = x - shift in two passes over its own elements, one
-// group reduction of those summaries (core/ops/rows/moments.cuh; the cluster path merges the
-// blocks' summaries through distributed shared memory), then the output. The shift is the row's
-// first element, read from the staged row, or by every block of a cluster from global memory
-// (before the cluster barrier of the reduction, so an in-place output cannot have replaced it).
-// Each thread touches the same columns in every pass, so a thread only reads back what it wrote
-// itself.
+// the passes read them there: h (= x + residual, written back over the staged x), the mean,
+// the sums of differences from it, and the output. Each thread touches the same columns in
+// every pass, so a thread only reads back what it wrote itself.
+// Three blocks per SM, as softmax's staged kernel (see there): on an H200 (2026-11-26T11:18Z)
+// 16-bit rows of 262144 went from 35-43 to 41-49 % of copy with it, f32 rows were unchanged.
 template <class S, bool kClustered>
-__global__ void __launch_bounds__(rows::StagedPolicy::threads)
+__global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
     staged_kernel(const __grid_constant__ Plan p, const rows::Staging g) {
   using T = math::compute_t<S>;
   using Traits = math::StorageTraits<S>;
@@ -339,11 +292,10 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads)
   using Vec = rows::Pack<S, V>;
   extern __shared__ __align__(16) unsigned char staged_bytes[];
   using Prim = typename math::PrimitivesFor<S>::type;
-  constexpr int kWarps = rows::StagedPolicy::threads / 32;  // the launch's block
   __shared__ T scratch[32];
-  __shared__ rows::Moments<T> moments_scratch[32];
-  __shared__ T exchange[1];                         // cluster slot: sum of squares (RMS)
-  __shared__ rows::Moments<T> moments_exchange[1];  // cluster slot: the block's summary (layer)
+  __shared__ Sums<T> pair_scratch[32];
+  __shared__ T exchange[1];             // cluster slot: sum (layer) or sum of squares (RMS)
+  __shared__ Sums<T> pair_exchange[1];  // cluster slot: sums of d and d^2
   const rows::Walk& w = p.walk;
   const int64_t n = w.row_length;
   const T count = static_cast<T>(n), eps = static_cast<T>(p.eps);
@@ -356,7 +308,7 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads)
   const S* weight = p.weight.data ? static_cast<const S*>(p.weight.data) + first_col : nullptr;
   const S* bias = p.bias.data ? static_cast<const S*>(p.bias.data) + first_col : nullptr;
   const auto reduce = [&](T v, T* cluster_slot) {
-    v = rows::group_reduce<kWarps>(v, rows::Plus{}, g.group, scratch);
+    v = rows::group_reduce(v, rows::Plus{}, g.group, scratch);
     if constexpr (kClustered) v = rows::cluster_reduce(v, rows::Plus{}, cluster_slot);
     return v;
   };
@@ -389,70 +341,61 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads)
       const int64_t length = r < tile_rows ? cols : 0;
       const int64_t row = row0 + (r < tile_rows ? r : 0);
       S* h_row = xs + (r < tile_rows ? r : 0) * g.slice;
-      T shift = 0, center = 0, rstd;  // y = (h - shift - center) * rstd
-      if (p.kind == Kind::rms) {
-        T squares = 0;
-        if (p.residual.data) {
-          const S* r_row = rs + (r < tile_rows ? r : 0) * g.slice;
-          S* h_out = p.residual_out.data ? static_cast<S*>(p.residual_out.data) +
-                                               rows::row_offset(w, p.residual_out, row) + first_col
-                                         : nullptr;
-          for (int64_t c = int64_t{lane} * V; c < length; c += int64_t{g.group} * V) {
-            Vec hv = *reinterpret_cast<const Vec*>(h_row + c);
-            const Vec rv = *reinterpret_cast<const Vec*>(r_row + c);
-#pragma unroll
-            for (int e = 0; e < V; ++e) {
-              hv.v[e] =
-                  Traits::from_compute(Traits::to_compute(hv.v[e]) + Traits::to_compute(rv.v[e]));
-              squares += Traits::to_compute(hv.v[e]) * Traits::to_compute(hv.v[e]);
-            }
-            *reinterpret_cast<Vec*>(h_row + c) = hv;
-            if (h_out) *reinterpret_cast<Vec*>(h_out + c) = hv;
-          }
-        } else {
-          for (int64_t c = int64_t{lane} * V; c < length; c += int64_t{g.group} * V) {
-            const Vec hv = *reinterpret_cast<const Vec*>(h_row + c);
-#pragma unroll
-            for (int e = 0; e < V; ++e) {
-              const T h = Traits::to_compute(hv.v[e]);
-              squares += h * h;
-            }
-          }
-        }
-        rstd = math::stats::rms_rstd<T>(reduce(squares, &exchange[0]), count, eps);
-      } else {  // layer norm: no residual
-        shift = Traits::to_compute(
-            kClustered ? static_cast<const S*>(p.x.data)[rows::row_offset(w, p.x, row)] : h_row[0]);
-        T sum = 0;
-        int64_t elements = 0;
+      T sum = 0;
+      if (p.residual.data) {
+        const S* r_row = rs + (r < tile_rows ? r : 0) * g.slice;
+        S* h_out = p.residual_out.data ? static_cast<S*>(p.residual_out.data) +
+                                             rows::row_offset(w, p.residual_out, row) + first_col
+                                       : nullptr;
         for (int64_t c = int64_t{lane} * V; c < length; c += int64_t{g.group} * V) {
-          const Vec hv = *reinterpret_cast<const Vec*>(h_row + c);
+          Vec hv = *reinterpret_cast<const Vec*>(h_row + c);
+          const Vec rv = *reinterpret_cast<const Vec*>(r_row + c);
 #pragma unroll
-          for (int e = 0; e < V; ++e) sum += Traits::to_compute(hv.v[e]) - shift;
-          elements += V;
+          for (int e = 0; e < V; ++e) {
+            hv.v[e] =
+                Traits::from_compute(Traits::to_compute(hv.v[e]) + Traits::to_compute(rv.v[e]));
+            sum += p.kind == Kind::layer
+                       ? Traits::to_compute(hv.v[e])
+                       : Traits::to_compute(hv.v[e]) * Traits::to_compute(hv.v[e]);
+          }
+          *reinterpret_cast<Vec*>(h_row + c) = hv;
+          if (h_out) *reinterpret_cast<Vec*>(h_out + c) = hv;
         }
-        const T mine = static_cast<T>(elements);
-        const T mean = elements > 0 ? sum * rows::reciprocal(mine) : T(0);
-        T m2 = 0;
+      } else {
         for (int64_t c = int64_t{lane} * V; c < length; c += int64_t{g.group} * V) {
           const Vec hv = *reinterpret_cast<const Vec*>(h_row + c);
 #pragma unroll
           for (int e = 0; e < V; ++e) {
-            const T d = Traits::to_compute(hv.v[e]) - shift - mean;
-            m2 = fma(d, d, m2);
+            const T h = Traits::to_compute(hv.v[e]);
+            sum += p.kind == Kind::layer ? h : h * h;
           }
         }
-        rows::Moments<T> m = rows::group_reduce<kWarps>(
-            rows::Moments<T>{mine, mean, m2}, rows::MergeMoments{}, g.group, moments_scratch);
-        if constexpr (kClustered)
-          m = rows::cluster_reduce(m, rows::MergeMoments{}, &moments_exchange[0]);
-        center = m.mean;
-        rstd = math::stats::rstd_of_variance(m.m2 / count, eps);
+      }
+      T shift = 0, center = 0, rstd;
+      if (p.kind == Kind::layer) {
+        shift = reduce(sum, &exchange[0]) / count;
+        Sums<T> sums{0, 0};
+        for (int64_t c = int64_t{lane} * V; c < length; c += int64_t{g.group} * V) {
+          const Vec hv = *reinterpret_cast<const Vec*>(h_row + c);
+#pragma unroll
+          for (int e = 0; e < V; ++e) {
+            const T d = Traits::to_compute(hv.v[e]) - shift;
+            sums.d += d;
+            sums.d2 += d * d;
+          }
+        }
+        sums = rows::group_reduce(sums, AddSums{}, g.group, pair_scratch);
+        if constexpr (kClustered) sums = rows::cluster_reduce(sums, AddSums{}, &pair_exchange[0]);
+        const auto s = math::stats::layer_norm_stats<T>(sums.d, sums.d2, count, eps);
+        center = s.center;
+        rstd = s.rstd;
         if (lane == 0 && rank == 0 && length > 0) {
           if (p.mean.data)
             static_cast<T*>(p.mean.data)[rows::row_offset(w, p.mean, row)] = shift + center;
           if (p.rstd.data) static_cast<T*>(p.rstd.data)[rows::row_offset(w, p.rstd, row)] = rstd;
         }
+      } else {
+        rstd = math::stats::rms_rstd<T>(reduce(sum, &exchange[0]), count, eps);
       }
       S* out = static_cast<S*>(p.out.data) + rows::row_offset(w, p.out, row) + first_col;
       const T scaled_center = center * rstd;  // y = (h - shift) * rstd - scaled_center

@@ -24,8 +24,7 @@ struct Plan {
   double eps = 0;
   rows::Walk walk;  // rows > 0 and row_length > 0 (empty calls never reach a backend)
   // Absent operands have data == nullptr. out and residual_out may be x or residual exactly;
-  // residual and residual_out are RMS norm's only (the CUDA kernels rely on it); mean and rstd
-  // are in the compute type (f32, or f64 for f64 data), layer norm only.
+  // mean and rstd are in the compute type (f32, or f64 for f64 data), layer norm only.
   rows::Operand x, residual, weight, bias, out, residual_out, mean, rstd;
   bool dense = false;  // every row operand (x, residual, weight, bias, out, residual_out) dense
 };

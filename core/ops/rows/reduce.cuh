@@ -45,16 +45,13 @@ __device__ __forceinline__ T lanes_reduce(T v, Op op, int lanes) {
 // (lane l starts from partial l mod warps, so every aligned run of `warps` lanes holds each
 // partial once and no identity element is needed); a butterfly gives every lane the same bits,
 // since each step adds the same two values. Other block sizes fold the partials one by one.
-// kWarps > 0: the block has that many warps (a power of two), known at compile time, so only the
-// butterfly is compiled (an unrolled fold of a heavy combine can set a kernel's register count).
-template <int kWarps = 0, class T, class Op>
+template <class T, class Op>
 __device__ __forceinline__ T block_reduce(T v, Op op, T* scratch) {
-  static_assert(kWarps >= 0 && (kWarps & (kWarps - 1)) == 0, "a power-of-two number of warps");
   v = lanes_reduce(v, op, 32);
-  const int warp = threadIdx.x / 32, warps = kWarps > 0 ? kWarps : blockDim.x / 32;
+  const int warp = threadIdx.x / 32, warps = blockDim.x / 32;
   if (threadIdx.x % 32 == 0) scratch[warp] = v;
   __syncthreads();
-  if (kWarps > 0 || (warps & (warps - 1)) == 0) {
+  if ((warps & (warps - 1)) == 0) {
     v = lanes_reduce(scratch[(threadIdx.x % 32) & (warps - 1)], op, warps);
   } else {
     v = scratch[0];
@@ -65,10 +62,10 @@ __device__ __forceinline__ T block_reduce(T v, Op op, T* scratch) {
 }
 
 // Combines v over a row's group of threads: `group` lanes of a warp (a power of two up to 32) or
-// the whole block (group == blockDim.x; kWarps as for block_reduce).
-template <int kWarps = 0, class T, class Op>
+// the whole block (group == blockDim.x).
+template <class T, class Op>
 __device__ __forceinline__ T group_reduce(T v, Op op, int group, T* scratch) {
-  return group <= 32 ? lanes_reduce(v, op, group) : block_reduce<kWarps>(v, op, scratch);
+  return group <= 32 ? lanes_reduce(v, op, group) : block_reduce(v, op, scratch);
 }
 
 // Sum over the block (kept for the kernels that only add).
