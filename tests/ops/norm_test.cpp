@@ -276,6 +276,72 @@ TEST_P(NormTest, MultiDimNormalizedAndStridedViews) {
                         tolerance(dtype()), "rms norm strided");
 }
 
+// Leading dims that cannot merge (x is a [3,5,L] view of a [5,3,L'] base: transposed), with
+// dense rows: the register-cached kernels then find each operand's row through the multi-dim
+// row offset (core/ops/rows/rows.hpp). Every operand has its own leading layout: out and the
+// residual transposed the other way, residual_out padded, the statistics a transposed [5,3].
+// Lengths: 64 and 1024 take the 16-byte vector path (aligned pitch), 33 the scalar one.
+TEST_P(NormTest, LeadingDimsThatDoNotMerge) {
+  for (const int64_t length : {int64_t{64}, int64_t{1024}, int64_t{33}}) {
+    const uint64_t s = seed(520 + static_cast<uint64_t>(length));
+    SCOPED_TRACE(label("unmerged leading dims, rows of " + std::to_string(length), s));
+    const int64_t pitch = length % 8 == 0 ? length + 8 : length + 3;
+    const Shape shape = {3, 5, length};
+    const Shape x_strides = {pitch, 3 * pitch, 1};    // base [5,3,pitch]
+    const Shape r_strides = {pitch, 3 * pitch, 1};    // the residual alike, another base
+    const Shape o_strides = {length, 3 * length, 1};  // out: dense rows, transposed
+    const Shape ro_strides = {5 * pitch, pitch, 1};   // residual_out: padded rows, in order
+    const Shape stat_strides = {1, 3};                // mean / rstd: a transposed [5,3]
+    const int64_t x_offset = length % 8 == 0 ? 0 : 1;
+    Tensor x_base = tensor({5, 3, pitch}, dtype()), r_base = tensor({5, 3, pitch}, dtype());
+    Tensor out_base = tensor({5, 3, length}, dtype()), ro_base = tensor({3, 5, pitch}, dtype());
+    Tensor mean_base = tensor({5, 3}, stats_dtype(dtype()));
+    Tensor rstd_base = tensor({5, 3}, stats_dtype(dtype()));
+    Tensor x = make_view(x_base, dtype(), shape, x_strides, x_offset);
+    Tensor r = make_view(r_base, dtype(), shape, r_strides, 0);
+    Tensor out = make_view(out_base, dtype(), shape, o_strides, 0);
+    Tensor r_out = make_view(ro_base, dtype(), shape, ro_strides, 0);
+    Tensor mean = make_view(mean_base, stats_dtype(dtype()), {3, 5}, stat_strides, 0);
+    Tensor rstd = make_view(rstd_base, stats_dtype(dtype()), {3, 5}, stat_strides, 0);
+    Tensor w = tensor({length}, dtype()), b = tensor({length}, dtype());
+    const size_t base_n = static_cast<size_t>(5 * 3 * pitch);
+    const auto xv =
+        gather(fill(x_base, dtype(), base_n, s), view_offsets(shape, x_strides, x_offset));
+    const auto rv = gather(fill(r_base, dtype(), base_n, s + 1), view_offsets(shape, r_strides, 0));
+    const auto wv = fill(w, dtype(), static_cast<size_t>(length), s + 2);
+    const auto bv = fill(b, dtype(), static_cast<size_t>(length), s + 3);
+
+    kf_test::poison(out_base);
+    kf_test::poison(mean_base);
+    kf_test::poison(rstd_base);
+    KF_ASSERT_OK(kf_fused_layer_norm_activation(ctx(), x, w, b, out, mean, rstd, 1, 1e-5,
+                                                KF_ACTIVATION_RELU, nullptr));
+    const auto ln = layer_norm_ref(xv, length, wv, bv, 1e-5, KF_ACTIVATION_RELU);
+    kf_test::expect_close(gather(kf_test::download(out_base), view_offsets(shape, o_strides, 0)),
+                          ln.out, tolerance(dtype()), "layer norm out");
+    const double stat_tol = tolerance(stats_dtype(dtype()));
+    kf_test::expect_close(
+        gather(kf_test::download(mean_base), view_offsets({3, 5}, stat_strides, 0)), ln.mean,
+        stat_tol, "layer norm mean");
+    kf_test::expect_close(
+        gather(kf_test::download(rstd_base), view_offsets({3, 5}, stat_strides, 0)), ln.rstd,
+        stat_tol, "layer norm rstd");
+
+    kf_test::poison(out_base);
+    kf_test::poison(ro_base);
+    KF_ASSERT_OK(kf_fused_rms_norm_activation(ctx(), x, r, w, out, r_out, 1e-6, KF_ACTIVATION_NONE,
+                                              nullptr));
+    std::vector<double> h = xv;
+    for (size_t i = 0; i < h.size(); ++i) h[i] += rv[i];
+    h = kf_test::round_to_dtype(h, dtype());
+    kf_test::expect_close(gather(kf_test::download(out_base), view_offsets(shape, o_strides, 0)),
+                          rms_norm_ref(h, length, wv, 1e-6, KF_ACTIVATION_NONE), tolerance(dtype()),
+                          "rms norm out");
+    kf_test::expect_close(gather(kf_test::download(ro_base), view_offsets(shape, ro_strides, 0)), h,
+                          tolerance(dtype()), "rms norm residual_out");
+  }
+}
+
 TEST_P(NormTest, InPlace) {
   const uint64_t s = seed(700);
   for (int64_t length : {33, 1023, 4097, 40000}) {

@@ -52,23 +52,32 @@ KF_HOST_DEVICE int64_t row_offset(const Walk& w, const Operand& t, int64_t row) 
   return split_offset(row, w.outer_ndim, w.outer_shape, t.outer);
 }
 
-#if defined(__CUDACC__)
-#define KF_ROWS_OUT_OF_LINE static __host__ __device__ __noinline__
-#else
-#define KF_ROWS_OUT_OF_LINE inline
-#endif
-
-// row_offset with the multi-dim case as a call: for the register-cached kernels, which take one
-// offset per operand per row. Inlining every copy of the 64-bit division loop made those
-// kernels several times longer than their hot path and added to their registers. The staged
-// kernels, which take offsets inside their copy loops, keep row_offset (the call measured slower
-// there).
-KF_ROWS_OUT_OF_LINE int64_t row_offset_split(const Walk& w, const Operand& t, int64_t row) {
-  return split_offset(row, w.outer_ndim, w.outer_shape, t.outer);
-}
+// row_offset for the register-cached kernels, which take one offset per operand per row and
+// hold a row in registers meanwhile: the multi-dim case divides in 32 bits, in a loop that is
+// not unrolled, so it stays short and inline. Both earlier forms cost those kernels registers:
+// inlined 64-bit division loops made them several times longer than their hot path, and the
+// same loop as a call (__noinline__) made every live row register a value to keep across a
+// call: the f32 kernels spilled 16-56 bytes a thread and the 16-bit ones took 93-112 registers
+// where 63-80 do without the call (sm_90, nvcc 13). The caller guarantees rows < 2^32 (then
+// every leading extent and index fits too).
 KF_HOST_DEVICE int64_t row_offset_cold(const Walk& w, const Operand& t, int64_t row) {
-  return w.outer_ndim == 1 ? row * t.outer[0] : row_offset_split(w, t, row);
+  if (w.outer_ndim == 1) return row * t.outer[0];
+  uint32_t index = static_cast<uint32_t>(row);
+  int64_t offset = 0;
+#if defined(__CUDA_ARCH__)
+#pragma unroll 1
+#endif
+  for (int32_t d = w.outer_ndim - 1; d >= 0; --d) {
+    const uint32_t extent = static_cast<uint32_t>(w.outer_shape[d]);
+    const uint32_t q = index / extent;
+    offset += static_cast<int64_t>(index - q * extent) * t.outer[d];
+    index = q;
+  }
+  return offset;
 }
+
+// The row counts row_offset_cold serves.
+constexpr int64_t kMaxColdRows = int64_t{1} << 32;
 
 // Element offset of column `col` of a row, relative to the row's first element.
 KF_HOST_DEVICE int64_t col_offset(const Walk& w, const Operand& t, int64_t col) {
