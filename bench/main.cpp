@@ -116,6 +116,21 @@ int run(int argc, char** argv) {
                            cache_to_outgrow(info.device));
     print_op_table_header();
     op_rows = op_runner.run_all([&](const OpResult& r) { print_op_row(r, info.ceiling.gbps); });
+    if (device_type == KF_DEVICE_CUDA && !options.quick) {
+      for (const OpResult& r : op_rows) {
+        if (r.target != "seed") continue;
+        const auto same = [&](const SameSizeCopy& c) {
+          return c.traffic_bytes == r.bytes && c.sets == r.buffer_sets;
+        };
+        if (std::any_of(info.seed_copies.begin(), info.seed_copies.end(), same)) continue;
+        SameSizeCopy c;
+        c.traffic_bytes = r.bytes;
+        c.sets = r.buffer_sets;
+        const size_t half = static_cast<size_t>(r.bytes / 2) / 16 * 16;
+        c.copy = measure_device_copy(0, half, options.warmup, std::max(options.iters, 20), c.sets);
+        info.seed_copies.push_back(c);
+      }
+    }
     print_op_targets(info, op_rows);
   }
   std::vector<FusionResult> fusion_rows;

@@ -12,6 +12,14 @@
 
 namespace kf_bench {
 
+// A device copy of the same traffic as a group of rows, with their buffer rotation: what a
+// kernel moving those bytes can reach at that size (launch and ramp-up included).
+struct SameSizeCopy {
+  double traffic_bytes = 0;  // read + written, as the rows count it
+  int sets = 1;
+  CopyCeiling copy;
+};
+
 struct RunInfo {
   std::string date;      // UTC, ISO 8601
   std::string software;  // library version, and the CUDA runtime and driver when present
@@ -21,6 +29,7 @@ struct RunInfo {
   int warmup = 0;
   bool quick = false;
   CopyCeiling ceiling;
+  std::vector<SameSizeCopy> seed_copies;  // one per distinct (traffic, sets) of the seed op rows
 };
 
 // Current UTC time as "2026-11-26T12:34:56Z".

@@ -102,7 +102,7 @@ double now_us() {
 }
 
 #if !defined(KF_BENCH_WITH_CUDA)
-CopyCeiling measure_device_copy(int, size_t, int, int) {
+CopyCeiling measure_device_copy(int, size_t, int, int, int) {
   throw Failure("kf-bench was built without CUDA support");
 }
 std::string cuda_version_string() { return ""; }

@@ -44,9 +44,10 @@ struct CopyCeiling {
 // Host memcpy of `bytes`, split over `threads` threads (the CPU backend's ceiling).
 CopyCeiling measure_host_copy(size_t bytes, int threads, int warmup, int runs);
 
-// Device-to-device cudaMemcpyAsync on CUDA device `device_id`. Throws when the CUDA runtime
-// fails or the build has no CUDA support.
-CopyCeiling measure_device_copy(int device_id, size_t bytes, int warmup, int runs);
+// Device-to-device cudaMemcpyAsync of `bytes` on CUDA device `device_id`, rotating through
+// `sets` source/destination pairs (as the op rows rotate their buffer sets, so that a small copy
+// is not served from L2). Throws when the CUDA runtime fails or the build has no CUDA support.
+CopyCeiling measure_device_copy(int device_id, size_t bytes, int warmup, int runs, int sets = 1);
 
 // "CUDA runtime 13.0, driver supports 13.0", or "" in a CPU-only build.
 std::string cuda_version_string();

@@ -3,6 +3,7 @@
 // not depend on any kernel of the library.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -21,40 +22,45 @@ std::string version_text(int v) {
 
 // Frees what it holds even when a measurement throws half way.
 struct CopyResources {
-  void* src = nullptr;
-  void* dst = nullptr;
+  std::vector<void*> src, dst;
   cudaStream_t stream = nullptr;
   std::vector<cudaEvent_t> events;
   ~CopyResources() {
     for (cudaEvent_t e : events) cudaEventDestroy(e);
     if (stream != nullptr) cudaStreamDestroy(stream);
-    cudaFree(dst);
-    cudaFree(src);
+    for (void* p : dst) cudaFree(p);
+    for (void* p : src) cudaFree(p);
   }
 };
 
 }  // namespace
 
-CopyCeiling measure_device_copy(int device_id, size_t bytes, int warmup, int runs) {
+CopyCeiling measure_device_copy(int device_id, size_t bytes, int warmup, int runs, int sets) {
   cuda_check(cudaSetDevice(device_id), "cudaSetDevice");
   CopyResources r;
-  cuda_check(cudaMalloc(&r.src, bytes), "cudaMalloc");
-  cuda_check(cudaMalloc(&r.dst, bytes), "cudaMalloc");
-  cuda_check(cudaMemset(r.src, 0x5a, bytes), "cudaMemset");
-  cuda_check(cudaMemset(r.dst, 0, bytes), "cudaMemset");
+  sets = sets < 1 ? 1 : sets;
+  r.src.assign(static_cast<size_t>(sets), nullptr);
+  r.dst.assign(static_cast<size_t>(sets), nullptr);
+  for (int s = 0; s < sets; ++s) {
+    cuda_check(cudaMalloc(&r.src[static_cast<size_t>(s)], bytes), "cudaMalloc");
+    cuda_check(cudaMalloc(&r.dst[static_cast<size_t>(s)], bytes), "cudaMalloc");
+    cuda_check(cudaMemset(r.src[static_cast<size_t>(s)], 0x5a, bytes), "cudaMemset");
+    cuda_check(cudaMemset(r.dst[static_cast<size_t>(s)], 0, bytes), "cudaMemset");
+  }
   cuda_check(cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking),
              "cudaStreamCreateWithFlags");
   r.events.resize(static_cast<size_t>(runs) + 1, nullptr);
   for (cudaEvent_t& e : r.events) cuda_check(cudaEventCreate(&e), "cudaEventCreate");
-
-  for (int i = 0; i < warmup; ++i) {
-    cuda_check(cudaMemcpyAsync(r.dst, r.src, bytes, cudaMemcpyDeviceToDevice, r.stream),
+  auto copy = [&](int i) {
+    const size_t s = static_cast<size_t>(i % sets);
+    cuda_check(cudaMemcpyAsync(r.dst[s], r.src[s], bytes, cudaMemcpyDeviceToDevice, r.stream),
                "cudaMemcpyAsync");
-  }
+  };
+
+  for (int i = 0; i < std::max(warmup, sets); ++i) copy(i);
   cuda_check(cudaEventRecord(r.events[0], r.stream), "cudaEventRecord");
   for (int i = 0; i < runs; ++i) {
-    cuda_check(cudaMemcpyAsync(r.dst, r.src, bytes, cudaMemcpyDeviceToDevice, r.stream),
-               "cudaMemcpyAsync");
+    copy(i);
     cuda_check(cudaEventRecord(r.events[static_cast<size_t>(i) + 1], r.stream), "cudaEventRecord");
   }
   cuda_check(cudaStreamSynchronize(r.stream), "cudaStreamSynchronize");
