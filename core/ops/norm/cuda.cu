@@ -1,7 +1,7 @@
 // CUDA backend of the norm family, four regimes chosen per call:
 //  - staged rows (core/ops/rows/staged.cuh) for f32/f16/bf16 rows that are dense, 16-byte
 //    aligned and fill whole 16-byte vectors, where they measured faster (see launch_staged):
-//    f32 rows of more than 4 KiB up to 32 KiB (any length with a residual) and 16-bit rows
+//    f32 rows of more than 16 KiB up to 32 KiB (up to 64 KiB with a residual) and 16-bit rows
 //    past 16 KiB with a residual, up to 64 KiB; rows past 64 KiB, which take a thread-block
 //    cluster per row (sm_90) with the statistics combined through distributed shared memory;
 //    x (and the residual) are read from DRAM once;
@@ -439,11 +439,14 @@ bool launch_staged(const Plan& p, int32_t device, cudaStream_t stream) {
     // of 4096, from 73 / 70 % to 86 / 86 % (10:45Z); and f32 rows up to 4 KiB
     // without a residual (10:39Z): rows of 1024 went from 67 to 90 % (RMS) and from 65 to 87 %
     // (layer norm), the 32x512x768 seed from 66 to 74 and from 59 to 68 %. f32 rows of 4096
-    // stayed 1-2 points faster staged.
+    // stayed 1-2 points faster staged while the cached kernel spilled; without the spills
+    // (rows::row_offset_cold) f32 rows up to 16 KiB, with or without a residual, run cached
+    // (H200, 12:37Z, same call): rows of 4096 from 67 to 78 % (layer norm), 77 to 87 % (RMS) and
+    // 85 to 89 % (RMS with a residual), the 2048x2048 seed from 35 to 40 % (layer norm).
     const int64_t row_bytes = p.walk.row_length * int64_t{sizeof(S)};
     if (row_bytes <= 1024) return false;
+    if (sizeof(S) == 4 && row_bytes <= 16 * 1024) return false;
     if (sizeof(S) == 2 && row_bytes <= (p.residual.data ? 16 : 32) * 1024) return false;
-    if (!p.residual.data && row_bytes <= 4 * 1024) return false;
     if (!p.residual.data && row_bytes > 32 * 1024 && row_bytes <= rows::StagedPolicy::slice_bytes)
       return false;
     return rows::stage_and_launch<staged_kernel<S, false>, staged_kernel<S, true>>(
