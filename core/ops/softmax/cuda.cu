@@ -16,6 +16,8 @@
 //    form safe (in the cached paths every load of a row precedes its stores, by the same thread).
 #include <cuda_runtime.h>
 
+#include <type_traits>
+
 #include "core/math/elementary.hpp"
 #include "core/math/numeric.hpp"
 #include "core/math/row_stats.hpp"
@@ -96,7 +98,10 @@ __global__ void __launch_bounds__(Policy::threads)
 // scale are applied only when present, exp is taken once per element and kept in registers, and
 // per-row work (the query index, the logarithm) is done only by the forms that need it. 16-bit
 // rows use the fast exponential of math::HalfStorage (a few ulp of float, below their rounding).
-template <class P, class S>
+// kMask: the form with a mask has its own instantiation; its mask row is fetched with x's (and
+// prefetched with it), so a row waits for one round trip, and the common form does not pay for
+// the mask's registers.
+template <class P, class S, bool kMask>
 __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
     cached_kernel(const __grid_constant__ Plan p) {
   using T = math::compute_t<S>;
@@ -110,34 +115,49 @@ __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
   // The grid is resident (rows::resident_grid): each block walks many rows, and a row's loads
   // are issued before the row before it is worked on, so a thread's loads stay in flight through
   // its reductions and stores.
-  auto fetch = [&](int64_t first, rows::TileRaw<P, S>& raw) {
+  struct Raw {
+    rows::TileRaw<P, S> x, mask;
+  };
+  auto fetch = [&](int64_t first, Raw& raw) {
     const int64_t row = first + slot;
-    if (row < w.rows)
-      rows::tile_fetch<P>(static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, row), n,
-                          lane, raw);
+    if (row >= w.rows) return;
+    rows::tile_fetch<P>(static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, row), n,
+                        lane, raw.x);
+    if constexpr (kMask)
+      rows::tile_fetch<P>(
+          static_cast<const S*>(p.mask.data) + rows::row_offset_cold(w, p.mask, row), n, lane,
+          raw.mask);
   };
   constexpr bool kPrefetch = rows::tile_prefetches<P, S>();
-  rows::TileRaw<P, S> raw;
+  Raw raw;
   if constexpr (kPrefetch) fetch(int64_t{blockIdx.x} * P::rows_per_block, raw);
   for (int64_t first = int64_t{blockIdx.x} * P::rows_per_block; first < w.rows;
        first += int64_t{gridDim.x} * P::rows_per_block) {
     const int64_t row = first + slot;
     const int64_t length = row < w.rows ? n : 0;  // rows past the end load and store nothing
-    const int64_t r = row < w.rows ? row : 0;
     T v[P::items];
+    T add[kMask ? P::items : 1];
     if constexpr (kPrefetch) {
-      rows::TileRaw<P, S> next;
+      Raw next;
       fetch(first + int64_t{gridDim.x} * P::rows_per_block, next);
-      rows::tile_unpack<P>(raw, length, lane, v, minus_inf);
+      rows::tile_unpack<P>(raw.x, length, lane, v, minus_inf);
+      if constexpr (kMask) rows::tile_unpack<P>(raw.mask, length, lane, add, T(0));
       raw = next;
-    } else {
-      rows::tile_load<P>(static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, r), length,
-                         lane, v, minus_inf);
+    } else if constexpr (P::items <= 16) {
+      fetch(first, raw);  // x's and the mask's loads in flight together
+      rows::tile_unpack<P>(raw.x, length, lane, v, minus_inf);
+      if constexpr (kMask) rows::tile_unpack<P>(raw.mask, length, lane, add, T(0));
+    } else {  // 32 elements a thread: both rows at once would spill (f32 at 128 registers)
+      const int64_t rr = row < w.rows ? row : 0;
+      rows::tile_load<P>(static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, rr),
+                         length, lane, v, minus_inf);
+      if constexpr (kMask)
+        rows::tile_load<P>(
+            static_cast<const S*>(p.mask.data) + rows::row_offset_cold(w, p.mask, rr), length, lane,
+            add, T(0));
     }
-    if (p.mask.data) {
-      T add[P::items];
-      rows::tile_load<P>(static_cast<const S*>(p.mask.data) + rows::row_offset_cold(w, p.mask, r),
-                         length, lane, add, T(0));
+    const int64_t r = row < w.rows ? row : 0;
+    if constexpr (kMask) {
 #pragma unroll
       for (int i = 0; i < P::items; ++i) v[i] = scale * v[i] + add[i];
     } else if (scale != T(1)) {
@@ -337,12 +357,18 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
   if (p.walk.rows >= rows::kMaxColdRows) return false;  // row offsets in 32 bits (rows.hpp)
   return rows::with_tile_policy<S, V>(p.walk.row_length, [&](auto policy) {
     using P = decltype(policy);
-    constexpr auto kernel = cached_kernel<P, S>;
-    const unsigned grid =
-        rows::tile_prefetches<P, S>()
-            ? rows::resident_grid<kernel>(p.walk.rows, P::rows_per_block, P::threads, device)
-            : rows::tile_grid(p.walk.rows, P::rows_per_block);
-    kernel<<<grid, P::threads, 0, stream>>>(p);
+    auto run = [&](auto mask) {
+      constexpr auto kernel = cached_kernel<P, S, decltype(mask)::value>;
+      const unsigned grid =
+          rows::tile_prefetches<P, S>()
+              ? rows::resident_grid<kernel>(p.walk.rows, P::rows_per_block, P::threads, device)
+              : rows::tile_grid(p.walk.rows, P::rows_per_block);
+      kernel<<<grid, P::threads, 0, stream>>>(p);
+    };
+    if (p.mask.data)
+      run(std::true_type{});
+    else
+      run(std::false_type{});
   });
 }
 
