@@ -1,11 +1,13 @@
 // Division by a run-time constant for the CUDA kernels: a multiply-high and a shift
-// (Granlund-Montgomery, the form PyTorch's IntDivider uses), exact for dividends and divisors
-// below 2^31. Three instructions where a 32-bit division takes about twenty.
+// (core/math/div_magic.hpp), exact for dividends and divisors below 2^31. Three instructions
+// where a 32-bit division takes about twenty.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include "core/math/div_magic.hpp"
 
 namespace kf {
 
@@ -13,9 +15,9 @@ struct FastDivmod {
   uint32_t divisor = 1, multiplier = 1, shift = 0;
   FastDivmod() = default;
   explicit FastDivmod(uint32_t d) : divisor(d) {
-    while (shift < 32 && (uint32_t{1} << shift) < d) ++shift;
-    multiplier =
-        static_cast<uint32_t>(((uint64_t{1} << 32) * ((uint64_t{1} << shift) - d)) / d + 1);
+    const DivMagic m = div_magic(d);
+    multiplier = m.multiplier;
+    shift = m.shift;
   }
   __device__ __forceinline__ uint32_t div(uint32_t n) const {
     return (__umulhi(n, multiplier) + n) >> shift;

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/math/activation.hpp"
+#include "core/math/div_magic.hpp"
 #include "core/runtime/context.hpp"
 #include "core/runtime/error.hpp"
 #include "core/runtime/tensor.hpp"
@@ -42,7 +43,14 @@ Walk make_walk(const kf_tensor_desc_t& x, int32_t split, WalkInput* inputs, int3
   w.outer_ndim = collapse(x, 0, split, inputs, count, w.outer_shape, true);
   w.inner_ndim = collapse(x, split, x.ndim, inputs, count, w.inner_shape, false);
   w.rows = 1;
-  for (int32_t d = 0; d < w.outer_ndim; ++d) w.rows *= w.outer_shape[d];
+  for (int32_t d = 0; d < w.outer_ndim; ++d) {
+    w.rows *= w.outer_shape[d];
+    if (w.outer_shape[d] >= 1 && w.outer_shape[d] < (int64_t{1} << 31)) {
+      const DivMagic m = div_magic(static_cast<uint32_t>(w.outer_shape[d]));
+      w.outer_multiplier[d] = m.multiplier;
+      w.outer_shift[d] = m.shift;
+    }
+  }
   w.row_length = 1;
   for (int32_t d = 0; d < w.inner_ndim; ++d) w.row_length *= w.inner_shape[d];
   for (int32_t d = 0; d < split; ++d)

@@ -25,6 +25,10 @@ struct Walk {
   int32_t inner_ndim = 0;  // row dims after merging, outermost first
   int64_t outer_shape[KF_MAX_DIMS] = {};
   int64_t inner_shape[KF_MAX_DIMS] = {};
+  // Division constants of the leading extents below 2^31 (core/math/div_magic.hpp), for
+  // row_offset_cold on the GPU.
+  uint32_t outer_multiplier[KF_MAX_DIMS] = {};
+  uint32_t outer_shift[KF_MAX_DIMS] = {};
 };
 
 // One operand of a walk: its first element and its element strides over the walk's dims.
@@ -53,13 +57,14 @@ KF_HOST_DEVICE int64_t row_offset(const Walk& w, const Operand& t, int64_t row) 
 }
 
 // row_offset for the register-cached kernels, which take one offset per operand per row and
-// hold a row in registers meanwhile: the multi-dim case divides in 32 bits, in a loop that is
-// not unrolled, so it stays short and inline. Both earlier forms cost those kernels registers:
-// inlined 64-bit division loops made them several times longer than their hot path, and the
-// same loop as a call (__noinline__) made every live row register a value to keep across a
-// call: the f32 kernels spilled 16-56 bytes a thread and the 16-bit ones took 93-112 registers
-// where 63-80 do without the call (sm_90, nvcc 13). The caller guarantees rows < 2^32 (then
-// every leading extent and index fits too).
+// hold a row in registers meanwhile: the multi-dim case divides in 32 bits (on the GPU by the
+// walk's multiply-high constants), in a loop that is not unrolled, so it stays short and inline.
+// Both earlier forms cost those kernels registers: inlined 64-bit division loops made them
+// several times longer than their hot path, and the same loop as a call (__noinline__) made
+// every live row register a value to keep across a call: the f32 kernels spilled 16-56 bytes a
+// thread and the 16-bit ones took 93-112 registers where 63-80 do without the call (sm_90,
+// nvcc 13). The caller guarantees rows < kMaxColdRows (then every leading extent and index is
+// below 2^31 too, where the constants are exact).
 KF_HOST_DEVICE int64_t row_offset_cold(const Walk& w, const Operand& t, int64_t row) {
   if (w.outer_ndim == 1) return row * t.outer[0];
   uint32_t index = static_cast<uint32_t>(row);
@@ -69,7 +74,11 @@ KF_HOST_DEVICE int64_t row_offset_cold(const Walk& w, const Operand& t, int64_t 
 #endif
   for (int32_t d = w.outer_ndim - 1; d >= 0; --d) {
     const uint32_t extent = static_cast<uint32_t>(w.outer_shape[d]);
+#if defined(__CUDA_ARCH__)
+    const uint32_t q = (__umulhi(index, w.outer_multiplier[d]) + index) >> w.outer_shift[d];
+#else
     const uint32_t q = index / extent;
+#endif
     offset += static_cast<int64_t>(index - q * extent) * t.outer[d];
     index = q;
   }
@@ -77,7 +86,7 @@ KF_HOST_DEVICE int64_t row_offset_cold(const Walk& w, const Operand& t, int64_t 
 }
 
 // The row counts row_offset_cold serves.
-constexpr int64_t kMaxColdRows = int64_t{1} << 32;
+constexpr int64_t kMaxColdRows = int64_t{1} << 31;
 
 // Element offset of column `col` of a row, relative to the row's first element.
 KF_HOST_DEVICE int64_t col_offset(const Walk& w, const Operand& t, int64_t col) {
