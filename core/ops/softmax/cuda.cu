@@ -172,7 +172,10 @@ __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
           for (int e = 0; e < P::vec; ++e) v[k * P::vec + e] = minus_inf;
     }
     if (p.causal) {
-      const int64_t last_seen = r % p.query_rows + p.diagonal;  // columns past it are hidden
+      // Columns past last_seen are hidden. r and query_rows are below 2^31 here (the cached
+      // launch's bound), so the remainder is a 32-bit one: inline, where 64 bits make a call.
+      const int64_t query = static_cast<uint32_t>(r) % static_cast<uint32_t>(p.query_rows);
+      const int64_t last_seen = query + p.diagonal;
 #pragma unroll
       for (int k = 0; k < P::chunks; ++k) {
         const int64_t c = rows::tile_col<P>(lane, k);
