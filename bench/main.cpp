@@ -119,9 +119,7 @@ int run(int argc, char** argv) {
     if (device_type == KF_DEVICE_CUDA && !options.quick) {
       for (const OpResult& r : op_rows) {
         if (r.target != "seed") continue;
-        const auto same = [&](const SameSizeCopy& c) {
-          return c.traffic_bytes == r.bytes && c.sets == r.buffer_sets;
-        };
+        const auto same = [&](const SameSizeCopy& c) { return same_size(c, r); };
         if (std::any_of(info.seed_copies.begin(), info.seed_copies.end(), same)) continue;
         SameSizeCopy c;
         c.traffic_bytes = r.bytes;

@@ -289,7 +289,7 @@ void print_op_targets(const RunInfo& info, const std::vector<OpResult>& results)
   for (const OpResult& r : results) {
     if (r.target != "seed") continue;
     for (const SameSizeCopy& c : info.seed_copies) {
-      if (c.traffic_bytes != r.bytes || c.sets != r.buffer_sets) continue;
+      if (!same_size(c, r)) continue;
       const double pct = r.failed || c.copy.gbps <= 0 ? 0.0 : 100.0 * r.gbps() / c.copy.gbps;
       ++total;
       if (pct >= 70.0) ++met;
@@ -300,6 +300,7 @@ void print_op_targets(const RunInfo& info, const std::vector<OpResult>& results)
                       r.variant.c_str(), dtype_name(r.dtype), shape_text(r.shape, "x").c_str());
         worst = text;
       }
+      break;  // one copy per row
     }
   }
   std::printf(

@@ -20,6 +20,13 @@ struct SameSizeCopy {
   CopyCeiling copy;
 };
 
+// Whether a seed row's traffic is the copy's (within 1 %: the norms add their weights) with the
+// same buffer rotation.
+inline bool same_size(const SameSizeCopy& c, const OpResult& r) {
+  return c.sets == r.buffer_sets && r.bytes >= 0.99 * c.traffic_bytes &&
+         r.bytes <= 1.01 * c.traffic_bytes;
+}
+
 struct RunInfo {
   std::string date;      // UTC, ISO 8601
   std::string software;  // library version, and the CUDA runtime and driver when present
