@@ -233,6 +233,20 @@ void print_op_row(const OpResult& r, double ceiling_gbps) {
   std::fflush(stdout);
 }
 
+namespace {
+
+// Keeps the lowest percentage seen over a target's rows and the text naming its row.
+void note_worst(const OpResult& r, double pct, double* lowest, std::string* worst) {
+  if (pct >= *lowest) return;
+  *lowest = pct;
+  char text[200];
+  std::snprintf(text, sizeof text, "%.1f%% (%s %s %s %s)", pct, r.op.c_str(), r.variant.c_str(),
+                dtype_name(r.dtype), shape_text(r.shape, "x").c_str());
+  *worst = text;
+}
+
+}  // namespace
+
 void print_op_targets(const RunInfo& info, const std::vector<OpResult>& results) {
   std::printf("\nop targets (PERF.md, issue 3):\n");
   if (info.quick) {
@@ -263,13 +277,7 @@ void print_op_targets(const RunInfo& info, const std::vector<OpResult>& results)
           r.failed || info.ceiling.gbps <= 0 ? 0.0 : 100.0 * r.gbps() / info.ceiling.gbps;
       ++total;
       if (pct >= g.percent) ++met;
-      if (pct < lowest) {
-        lowest = pct;
-        char text[200];
-        std::snprintf(text, sizeof text, "%.1f%% (%s %s %s %s)", pct, r.op.c_str(),
-                      r.variant.c_str(), dtype_name(r.dtype), shape_text(r.shape, "x").c_str());
-        worst = text;
-      }
+      note_worst(r, pct, &lowest, &worst);
     }
     print_target_line(g.what, met, total, worst);
   }
@@ -293,13 +301,7 @@ void print_op_targets(const RunInfo& info, const std::vector<OpResult>& results)
       const double pct = r.failed || c.copy.gbps <= 0 ? 0.0 : 100.0 * r.gbps() / c.copy.gbps;
       ++total;
       if (pct >= 70.0) ++met;
-      if (pct < lowest) {
-        lowest = pct;
-        char text[200];
-        std::snprintf(text, sizeof text, "%.1f%% (%s %s %s %s)", pct, r.op.c_str(),
-                      r.variant.c_str(), dtype_name(r.dtype), shape_text(r.shape, "x").c_str());
-        worst = text;
-      }
+      note_worst(r, pct, &lowest, &worst);
       break;  // one copy per row
     }
   }
