@@ -280,9 +280,12 @@ TEST_P(NormTest, MultiDimNormalizedAndStridedViews) {
 // dense rows: the register-cached kernels then find each operand's row through the multi-dim
 // row offset (core/ops/rows/rows.hpp). Every operand has its own leading layout: out and the
 // residual transposed the other way, residual_out padded, the statistics a transposed [5,3].
-// Lengths: 64 and 1024 take the 16-byte vector path (aligned pitch), 33 the scalar one.
+// Lengths: 64 and 1024 take the 16-byte vector path (aligned pitch), 33 the scalar one; 8192
+// is staged on CUDA for f32 (and for 16-bit rows with the residual), 40000 takes a cluster of
+// blocks per row for f32, f16 and bf16.
 TEST_P(NormTest, LeadingDimsThatDoNotMerge) {
-  for (const int64_t length : {int64_t{64}, int64_t{1024}, int64_t{33}}) {
+  for (const int64_t length :
+       {int64_t{64}, int64_t{1024}, int64_t{33}, int64_t{8192}, int64_t{40000}}) {
     const uint64_t s = seed(520 + static_cast<uint64_t>(length));
     SCOPED_TRACE(label("unmerged leading dims, rows of " + std::to_string(length), s));
     const int64_t pitch = length % 8 == 0 ? length + 8 : length + 3;

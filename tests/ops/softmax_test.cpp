@@ -170,9 +170,10 @@ TEST_P(SoftmaxTest, StridedAndInPlace) {
 // Leading dims that cannot merge, with dense rows (x a [3,5,L] view of a [5,3,L'] base, out
 // transposed the other way, a [5,L] mask with padded rows): the register-cached kernels find
 // each row through the multi-dim row offset (core/ops/rows/rows.hpp), with the causal rule on.
-// Lengths 64 and 1024 take the 16-byte vector path, 33 (rows at an odd offset) the scalar one.
+// Lengths 64 and 1024 take the 16-byte vector path, 33 (rows at an odd offset) the scalar one,
+// 40000 the staged path with a cluster of blocks per row (f32, f16, bf16).
 TEST_P(SoftmaxTest, LeadingDimsThatDoNotMerge) {
-  for (const int64_t length : {int64_t{64}, int64_t{1024}, int64_t{33}}) {
+  for (const int64_t length : {int64_t{64}, int64_t{1024}, int64_t{33}, int64_t{40000}}) {
     const uint64_t s = seed(450 + static_cast<uint64_t>(length));
     SCOPED_TRACE(std::string(dtype_name(dtype())) + " rows of " + std::to_string(length) +
                  " (seed " + std::to_string(s) + ")");

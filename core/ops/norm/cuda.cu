@@ -322,12 +322,12 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
     const int64_t row0 = tile * g.rows_per_tile;
     S* xs = staged + buffer * g.buffer_elems;
     rows::stage_rows(xs, g.slice, rows_in(tile), vectors, [&](int r) {
-      return static_cast<const S*>(p.x.data) + rows::row_offset(w, p.x, row0 + r) + first_col;
+      return static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, row0 + r) + first_col;
     });
     if (p.residual.data)
       rows::stage_rows(xs + g.rows_per_tile * g.slice, g.slice, rows_in(tile), vectors, [&](int r) {
-        return static_cast<const S*>(p.residual.data) + rows::row_offset(w, p.residual, row0 + r) +
-               first_col;
+        return static_cast<const S*>(p.residual.data) +
+               rows::row_offset_cold(w, p.residual, row0 + r) + first_col;
       });
   };
   const auto compute = [&](int64_t tile, int buffer) {
@@ -344,9 +344,10 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
       T sum = 0;
       if (p.residual.data) {
         const S* r_row = rs + (r < tile_rows ? r : 0) * g.slice;
-        S* h_out = p.residual_out.data ? static_cast<S*>(p.residual_out.data) +
-                                             rows::row_offset(w, p.residual_out, row) + first_col
-                                       : nullptr;
+        S* h_out = p.residual_out.data
+                       ? static_cast<S*>(p.residual_out.data) +
+                             rows::row_offset_cold(w, p.residual_out, row) + first_col
+                       : nullptr;
         for (int64_t c = int64_t{lane} * V; c < length; c += int64_t{g.group} * V) {
           Vec hv = *reinterpret_cast<const Vec*>(h_row + c);
           const Vec rv = *reinterpret_cast<const Vec*>(r_row + c);
@@ -391,13 +392,14 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
         rstd = s.rstd;
         if (lane == 0 && rank == 0 && length > 0) {
           if (p.mean.data)
-            static_cast<T*>(p.mean.data)[rows::row_offset(w, p.mean, row)] = shift + center;
-          if (p.rstd.data) static_cast<T*>(p.rstd.data)[rows::row_offset(w, p.rstd, row)] = rstd;
+            static_cast<T*>(p.mean.data)[rows::row_offset_cold(w, p.mean, row)] = shift + center;
+          if (p.rstd.data)
+            static_cast<T*>(p.rstd.data)[rows::row_offset_cold(w, p.rstd, row)] = rstd;
         }
       } else {
         rstd = math::stats::rms_rstd<T>(reduce(sum, &exchange[0]), count, eps);
       }
-      S* out = static_cast<S*>(p.out.data) + rows::row_offset(w, p.out, row) + first_col;
+      S* out = static_cast<S*>(p.out.data) + rows::row_offset_cold(w, p.out, row) + first_col;
       const T scaled_center = center * rstd;  // y = (h - shift) * rstd - scaled_center
       with_activation(p.act, [&](auto act) {
         for (int64_t c = int64_t{lane} * V; c < length; c += int64_t{g.group} * V) {
@@ -427,6 +429,7 @@ bool launch_staged(const Plan& p, int32_t device, cudaStream_t stream) {
   if constexpr (sizeof(S) > 4) {
     return false;
   } else {
+    if (p.walk.rows >= rows::kMaxColdRows) return false;  // row offsets in 32 bits (rows.hpp)
     // Where staging pays, measured against the register-cached kernel on an H200 (2026-11-26,
     // kf-bench, same run): rows of 2..32 KiB (bf16 1024..16384, f32 4096; before the cached
     // kernel prefetched) and rows with a residual gained 15..45 %; rows of <= 1 KiB and 64 KiB

@@ -256,8 +256,8 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
     const int64_t row0 = tile * g.rows_per_tile;
     rows::stage_rows(staged + buffer * g.buffer_elems, g.slice, rows_in(tile),
                      static_cast<int>(cols / V), [&](int r) {
-                       return static_cast<const S*>(p.x.data) + rows::row_offset(w, p.x, row0 + r) +
-                              first_col;
+                       return static_cast<const S*>(p.x.data) +
+                              rows::row_offset_cold(w, p.x, row0 + r) + first_col;
                      });
   };
   const auto compute = [&](int64_t tile, int buffer) {
@@ -270,7 +270,7 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
       const int64_t row = row0 + (r < tile_rows ? r : 0);
       const S* x_row = staged + buffer * g.buffer_elems + (r < tile_rows ? r : 0) * g.slice;
       const S* mask = p.mask.data ? static_cast<const S*>(p.mask.data) +
-                                        rows::row_offset(w, p.mask, row) + first_col
+                                        rows::row_offset_cold(w, p.mask, row) + first_col
                                   : nullptr;
       const int64_t query = row % p.query_rows;
       // The logits of one vector: scale * x + mask, -inf where the causal mask hides them.
@@ -305,7 +305,7 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
       }
       sum = rows::group_reduce(sum, rows::Plus{}, g.group, scratch);
       if constexpr (kClustered) sum = rows::cluster_reduce(sum, rows::Plus{}, &exchange[1]);
-      S* out = static_cast<S*>(p.out.data) + rows::row_offset(w, p.out, row) + first_col;
+      S* out = static_cast<S*>(p.out.data) + rows::row_offset_cold(w, p.out, row) + first_col;
       if (max == minus_inf) {  // a fully masked row gives 0 (log-softmax: -inf), not NaN
         Vec yv;
 #pragma unroll
@@ -346,6 +346,7 @@ bool launch_staged(const Plan& p, int32_t device, cudaStream_t stream) {
   if constexpr (sizeof(S) > 4) {
     return false;
   } else {
+    if (p.walk.rows >= rows::kMaxColdRows) return false;  // row offsets in 32 bits (rows.hpp)
     // Only rows past 64 KiB are staged (the cluster path: 5..7x over streaming on an H200,
     // 2026-11-26): for shorter rows the register-cached kernel was faster in the same run at
     // every length measured (f32 and bf16, 64..16384: by 15..55 %).
