@@ -1,13 +1,12 @@
-// Division by a run-time constant for the CUDA kernels: a multiply-high and a shift
-// (core/math/div_magic.hpp), exact for dividends and divisors below 2^31. Three instructions
-// where a 32-bit division takes about twenty.
+// Division by a run-time constant for the CUDA kernels: the divisor with its multiply-high
+// constants (core/ops/div_magic.hpp), exact for dividends and divisors below 2^31.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
-#include "core/math/div_magic.hpp"
+#include "core/ops/div_magic.hpp"
 
 namespace kf {
 
@@ -20,7 +19,7 @@ struct FastDivmod {
     shift = m.shift;
   }
   __device__ __forceinline__ uint32_t div(uint32_t n) const {
-    return (__umulhi(n, multiplier) + n) >> shift;
+    return div_by(n, DivMagic{multiplier, shift});
   }
   __device__ __forceinline__ uint32_t mod(uint32_t n) const { return n - div(n) * divisor; }
 };

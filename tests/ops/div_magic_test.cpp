@@ -1,27 +1,22 @@
-// core/math/div_magic.hpp: the multiply-high division constants the CUDA kernels divide with
-// (row offsets of multi-dim walks, elementwise broadcasting, reductions) against plain division,
-// evaluated on the host the way the device does it (__umulhi = the high 32 bits of the product).
+// core/ops/div_magic.hpp: the multiply-high division the CUDA kernels use (row offsets of
+// multi-dim walks, elementwise broadcasting, reductions) against plain division, through div_by's
+// host form (the high 32 bits of the 64-bit product, which is what __umulhi returns).
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <random>
 #include <vector>
 
-#include "core/math/div_magic.hpp"
+#include "core/ops/div_magic.hpp"
 
 namespace {
-
-uint32_t divide(uint32_t n, const kf::DivMagic& m) {
-  const uint32_t high = static_cast<uint32_t>((uint64_t{n} * m.multiplier) >> 32);
-  return static_cast<uint32_t>((uint64_t{high} + n) >> m.shift);
-}
 
 constexpr uint32_t kLimit = (uint32_t{1} << 31) - 1;  // dividends and divisors below 2^31
 
 TEST(DivMagic, EveryDividendUpTo65536ForSmallDivisors) {
   for (uint32_t d = 1; d <= 300; ++d) {
     const kf::DivMagic m = kf::div_magic(d);
-    for (uint32_t n = 0; n <= 65536; ++n) ASSERT_EQ(divide(n, m), n / d) << n << " / " << d;
+    for (uint32_t n = 0; n <= 65536; ++n) ASSERT_EQ(kf::div_by(n, m), n / d) << n << " / " << d;
   }
 }
 
@@ -47,7 +42,7 @@ TEST(DivMagic, EdgesAndRandomPairsBelow2To31) {
     for (int i = 0; i < 200; ++i) dividends.push_back(static_cast<uint32_t>(rng() % (kLimit + 1u)));
     for (uint32_t n : dividends) {
       if (n > kLimit) continue;
-      ASSERT_EQ(divide(n, m), n / d) << n << " / " << d;
+      ASSERT_EQ(kf::div_by(n, m), n / d) << n << " / " << d;
     }
   }
 }

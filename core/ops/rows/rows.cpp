@@ -4,7 +4,6 @@
 #include <cmath>
 
 #include "core/math/activation.hpp"
-#include "core/math/div_magic.hpp"
 #include "core/runtime/context.hpp"
 #include "core/runtime/error.hpp"
 #include "core/runtime/tensor.hpp"

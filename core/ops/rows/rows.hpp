@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "core/math/host_device.hpp"
+#include "core/ops/div_magic.hpp"
 #include "kernel_fusion/types.h"
 
 namespace kf {
@@ -25,8 +26,8 @@ struct Walk {
   int32_t inner_ndim = 0;  // row dims after merging, outermost first
   int64_t outer_shape[KF_MAX_DIMS] = {};
   int64_t inner_shape[KF_MAX_DIMS] = {};
-  // Division constants of the leading extents below 2^31 (core/math/div_magic.hpp), for
-  // row_offset_cold on the GPU.
+  // Division constants of the leading extents below 2^31 (core/ops/div_magic.hpp), for
+  // row_offset_cold.
   uint32_t outer_multiplier[KF_MAX_DIMS] = {};
   uint32_t outer_shift[KF_MAX_DIMS] = {};
 };
@@ -57,8 +58,8 @@ KF_HOST_DEVICE int64_t row_offset(const Walk& w, const Operand& t, int64_t row) 
 }
 
 // row_offset for the register-cached kernels, which take one offset per operand per row and
-// hold a row in registers meanwhile: the multi-dim case divides in 32 bits (on the GPU by the
-// walk's multiply-high constants), in a loop that is not unrolled, so it stays short and inline.
+// hold a row in registers meanwhile: the multi-dim case divides in 32 bits by the walk's
+// multiply-high constants, in a loop that is not unrolled, so it stays short and inline.
 // Both earlier forms cost those kernels registers: inlined 64-bit division loops made them
 // several times longer than their hot path, and the same loop as a call (__noinline__) made
 // every live row register a value to keep across a call: the f32 kernels spilled 16-56 bytes a
@@ -74,11 +75,7 @@ KF_HOST_DEVICE int64_t row_offset_cold(const Walk& w, const Operand& t, int64_t 
 #endif
   for (int32_t d = w.outer_ndim - 1; d >= 0; --d) {
     const uint32_t extent = static_cast<uint32_t>(w.outer_shape[d]);
-#if defined(__CUDA_ARCH__)
-    const uint32_t q = (__umulhi(index, w.outer_multiplier[d]) + index) >> w.outer_shift[d];
-#else
-    const uint32_t q = index / extent;
-#endif
+    const uint32_t q = div_by(index, DivMagic{w.outer_multiplier[d], w.outer_shift[d]});
     offset += static_cast<int64_t>(index - q * extent) * t.outer[d];
     index = q;
   }
