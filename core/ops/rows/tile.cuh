@@ -5,6 +5,8 @@
 // fills 16 bytes. The tuning knobs live in TilePolicy, apart from the math of each family.
 #pragma once
 
+#include <cuda_runtime.h>
+
 #include <cstdint>
 
 #include "core/math/numeric.hpp"
@@ -166,6 +168,16 @@ unsigned resident_grid(int64_t rows, int rows_per_block, int threads, int32_t de
   const unsigned all = tile_grid(rows, rows_per_block);
   const int64_t resident = int64_t{per_sm} * cuda::sm_count(device);
   return resident < all ? static_cast<unsigned>(resident) : all;
+}
+
+// Launches register-cached kernel kKernel (policy P, storage S) over `rows` rows of plan p: on a
+// resident grid when it prefetches the next row (tile_prefetches), else in one pass.
+template <class P, class S, auto kKernel, class Plan>
+void launch_tile_kernel(const Plan& p, int64_t rows, int32_t device, cudaStream_t stream) {
+  const unsigned grid = tile_prefetches<P, S>()
+                            ? resident_grid<kKernel>(rows, P::rows_per_block, P::threads, device)
+                            : tile_grid(rows, P::rows_per_block);
+  kKernel<<<grid, P::threads, 0, stream>>>(p);
 }
 
 // Picks the cached policy for rows of n elements loaded `V` at a time and calls fn(Policy{});

@@ -16,8 +16,6 @@
 //    form safe (in the cached paths every load of a row precedes its stores, by the same thread).
 #include <cuda_runtime.h>
 
-#include <type_traits>
-
 #include "core/math/elementary.hpp"
 #include "core/math/numeric.hpp"
 #include "core/math/row_stats.hpp"
@@ -361,18 +359,10 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
   if (p.walk.rows >= rows::kMaxColdRows) return false;  // row offsets in 32 bits (rows.hpp)
   return rows::with_tile_policy<S, V>(p.walk.row_length, [&](auto policy) {
     using P = decltype(policy);
-    auto run = [&](auto mask) {
-      constexpr auto kernel = cached_kernel<P, S, decltype(mask)::value>;
-      const unsigned grid =
-          rows::tile_prefetches<P, S>()
-              ? rows::resident_grid<kernel>(p.walk.rows, P::rows_per_block, P::threads, device)
-              : rows::tile_grid(p.walk.rows, P::rows_per_block);
-      kernel<<<grid, P::threads, 0, stream>>>(p);
-    };
     if (p.mask.data)
-      run(std::true_type{});
+      rows::launch_tile_kernel<P, S, cached_kernel<P, S, true>>(p, p.walk.rows, device, stream);
     else
-      run(std::false_type{});
+      rows::launch_tile_kernel<P, S, cached_kernel<P, S, false>>(p, p.walk.rows, device, stream);
   });
 }
 
