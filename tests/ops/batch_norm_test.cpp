@@ -240,6 +240,21 @@ TEST_P(BatchNormTest, VectorLayouts) {
   }
 }
 
+// More channels than a GPU holds staging clusters at once (800 channels of 19200 elements: f32
+// takes clusters of 3 blocks, 16-bit ones of 2, at most ~260 and ~400 of them resident on an
+// H100 or H200): on CUDA the clusters stay resident and walk the channels, each block restaging
+// its slice of the next channel as it finishes the current one, alternating its cluster
+// exchange slots. CUDA only: the CPU backend has no such loop, and the tensor is large.
+TEST_P(BatchNormTest, ChannelsPerResidentCluster) {
+  if (kf_test::device_under_test() != KF_DEVICE_CUDA)
+    GTEST_SKIP() << "the resident-cluster loop is of the CUDA backend";
+  Case c;
+  c.shape = {2, 800, 96, 100};
+  c.training = true;
+  c.act = KF_ACTIVATION_RELU;
+  check(c, 3100);
+}
+
 TEST_P(BatchNormTest, UntrackedRunningStatistics) {
   Case c;
   c.shape = {3, 4, 17};

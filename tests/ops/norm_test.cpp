@@ -438,6 +438,20 @@ TEST_P(NormTest, ManyLongRows) {
   }
 }
 
+// More long rows than a GPU holds clusters at once: on CUDA the clusters stay resident and walk
+// the rows (f32 rows of 262144 take clusters of 16, 16-bit ones of 8; at most ~25 and ~50 of
+// them fit on an H100 or H200), each block restaging its slice of the next row as it finishes
+// the current one, and RMS norm alternating its cluster exchange slots. CUDA only: the CPU
+// backend has no such loop, and the rows are large (64 x 262144).
+TEST_P(NormTest, RowsPerResidentCluster) {
+  if (kf_test::device_under_test() != KF_DEVICE_CUDA)
+    GTEST_SKIP() << "the resident-cluster loop is of the CUDA backend";
+  uint64_t salt = 2950;
+  check_layer_norm(64, 262144, true, KF_ACTIVATION_RELU, salt += 3);
+  check_rms_norm(64, 262144, false, true, KF_ACTIVATION_NONE, salt += 3);
+  check_rms_norm(64, 262144, true, true, KF_ACTIVATION_NONE, salt += 3);
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTypes, NormTest, row_test::float_dtypes(), row_test::dtype_param_name);
 
 // ---- errors -------------------------------------------------------------------------------------

@@ -246,6 +246,16 @@ TEST_P(SoftmaxTest, ManyLongRows) {
   check({20, 262144}, {}, false, 0.5, false, 1952);
 }
 
+// More long rows than a GPU holds clusters at once: on CUDA the clusters stay resident and walk
+// the rows, each block restaging its slice of the next row as it finishes the current one (see
+// NormTest.RowsPerResidentCluster). CUDA only: the CPU backend has no such loop.
+TEST_P(SoftmaxTest, RowsPerResidentCluster) {
+  if (kf_test::device_under_test() != KF_DEVICE_CUDA)
+    GTEST_SKIP() << "the resident-cluster loop is of the CUDA backend";
+  check({64, 262144}, {}, false, 0.75, false, 2950);
+  check({2, 32, 262144}, {1, 262144}, true, 1.0, false, 2953, true);
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTypes, SoftmaxTest, row_test::float_dtypes(),
                          row_test::dtype_param_name);
 

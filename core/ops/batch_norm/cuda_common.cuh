@@ -42,10 +42,8 @@ __device__ __forceinline__ Affine<T> affine_of(const Plan& p, int64_t c) {
       channel_value<T>(p.bias, c, T(0))};
 }
 
-// Coefficients of one channel from its shifted sums (d = x - shift); updates the running
-// statistics when `update` (one thread per channel).
-// Coefficients of one channel from its shifted sums (d = x - shift); updates the running
-// statistics when `update` (one thread per channel).
+// Coefficients of one channel from its shifted sums (d = x - shift), with the channel's weight
+// and bias given; updates the running statistics when `update` (one thread per channel).
 template <class T>
 struct Coefficients {
   T shift, center, scale, bias;
@@ -53,7 +51,7 @@ struct Coefficients {
 
 template <class T>
 __device__ __forceinline__ Coefficients<T> train_channel(const Plan& p, int64_t c, T shift, T sum_d,
-                                                         T sum_d2, bool update) {
+                                                         T sum_d2, bool update, T weight, T bias) {
   const T n = static_cast<T>(p.count);
   const auto s = math::stats::layer_norm_stats<T>(sum_d, sum_d2, n, static_cast<T>(p.eps));
   if (update && p.running_mean.data) {
@@ -65,8 +63,15 @@ __device__ __forceinline__ Coefficients<T> train_channel(const Plan& p, int64_t 
     running_mean = (T(1) - momentum) * running_mean + momentum * (shift + s.center);
     running_var = (T(1) - momentum) * running_var + momentum * (variance * (n / (n - T(1))));
   }
-  return Coefficients<T>{shift, s.center, s.rstd * channel_value<T>(p.weight, c, T(1)),
-                         channel_value<T>(p.bias, c, T(0))};
+  return Coefficients<T>{shift, s.center, s.rstd * weight, bias};
+}
+
+// The same, reading the channel's weight and bias.
+template <class T>
+__device__ __forceinline__ Coefficients<T> train_channel(const Plan& p, int64_t c, T shift, T sum_d,
+                                                         T sum_d2, bool update) {
+  return train_channel<T>(p, c, shift, sum_d, sum_d2, update, channel_value<T>(p.weight, c, T(1)),
+                          channel_value<T>(p.bias, c, T(0)));
 }
 
 // Enqueues the training kernels (cuda_training.cu).

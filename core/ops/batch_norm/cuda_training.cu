@@ -5,10 +5,11 @@
 // element, so the variance keeps its precision for large means); a channel's parts meet in a
 // fixed order, and one thread updates its running statistics.
 //  - Channels-first data whose channel runs fill whole 16-byte vectors, with channels of up to
-//    8 x 72 KiB (one slice without clusters): the staged kernel. A block, or on sm_90 a cluster
-//    of up to 8 blocks, per channel; each block copies its slice of the channel into shared
-//    memory with cp.async, reduces it there, the blocks' sums meet through distributed shared
-//    memory, and each block normalises its slice from shared memory: x is read from DRAM once.
+//    16 x 36 KiB or 8 x 72 KiB (one slice without clusters): the staged kernel. A block, or on
+//    sm_90 a cluster of up to 16 blocks, per channel; each block copies its slice of the channel
+//    into shared memory with cp.async, reduces it there, the blocks' sums meet through
+//    distributed shared memory, and each block normalises its slice from shared memory: x is
+//    read from DRAM once. The blocks stay resident and walk the channels.
 //  - Other channels-first data: a block per channel, or on sm_90 a cluster of up to 8 blocks when
 //    channels are too few to fill the GPU, reducing its part with 16-byte loads where the layout
 //    allows and then normalising it with a second read of x (partly from L2).
@@ -45,12 +46,18 @@ struct ChannelPolicy {  // a block (or a cluster of max_split at most) per chann
 };
 
 // Training with each channel's elements staged in shared memory, split over a cluster (sm_90) of
-// up to max_split blocks of at most slice_bytes each (three such blocks fit on an SM), so that x
-// is read from DRAM once.
+// up to max_split blocks of at most slice_bytes each (six such blocks fit on an SM), so that x is
+// read from DRAM once. Measured on an H100 (kf-bench, 2026-11-26T14:48Z, 256 channels of
+// 514 KiB), % of copy f32 / f16 / bf16: 72 KiB slices in clusters of 8, 66 / 54 / 54; 36 KiB
+// slices in clusters of 16, 66 / 59 / 60. Two buffers a block (the next channel staged while
+// this one is computed) lost: 36 KiB x 2, 54 / 46 / 46; 72 KiB x 2, 42 / 27 / 27. More
+// independent blocks an SM do better than overlapping within one.
 struct StagedTrainingPolicy {
   static constexpr int threads = 256;
-  static constexpr int max_split = 8;
-  static constexpr int64_t slice_bytes = 72 * 1024;
+  static constexpr int max_portable_split = 8;
+  static constexpr int max_split = 16;  // non-portable, where the device can hold one
+  static constexpr int64_t slice_bytes = 36 * 1024;
+  static constexpr int64_t large_slice_bytes = 72 * 1024;  // when 36 KiB slices need > max
 };
 
 struct ColumnPolicy {  // one block per `lanes` adjacent channels of channels-last data
@@ -221,11 +228,14 @@ struct StagedArgs {
   int64_t x_run_stride, out_run_stride;  // elements between a channel's runs in x and out
 };
 
-// One channel per block or cluster: each block copies its slice of the channel into shared memory
-// with 16-byte cp.async copies (all issued before the first wait), reduces shifted sums (shift =
-// the channel's first element, so the variance keeps its precision for large means) from there,
-// the blocks' sums meet in rank order through distributed shared memory, and each block
-// normalises its slice from shared memory: x is read once.
+// One channel per block or cluster at a time: each block copies its slice of the channel into
+// shared memory with 16-byte cp.async copies (all issued before the first wait), reduces shifted
+// sums (shift = the channel's first element, so the variance keeps its precision for large
+// means) from there, the blocks' sums meet in rank order through distributed shared memory, and
+// each block normalises its slice from shared memory: x is read once. The blocks (clusters) stay
+// resident and walk the channels; a thread reads only the slots it staged, so right after its
+// output pass it stages the next channel's slots (no barrier): the next channel's loads are in
+// flight while this one's stores drain.
 template <class S>
 __global__ void __launch_bounds__(StagedTrainingPolicy::threads)
     train_staged_kernel(const __grid_constant__ Plan p, StagedArgs a) {
@@ -235,70 +245,98 @@ __global__ void __launch_bounds__(StagedTrainingPolicy::threads)
   constexpr int kThreads = StagedTrainingPolicy::threads;
   using Vec = rows::Pack<S, kWidth>;
   extern __shared__ uint4 staged[];
-  __shared__ T scratch[32];
-  __shared__ T exchange[2];  // cluster slots: sum of d, sum of d^2
+  __shared__ rows::Sums<T> scratch[32];
+  // Cluster slots (sums of d and d^2) by the parity of the block's channel count: one exchange a
+  // channel, and a slot may be rewritten only after a later exchange.
+  __shared__ rows::Sums<T> exchange[2];
   const rows::Walk& w = p.by_channel;
-  const int64_t c = blockIdx.x / a.split;
   const int rank = static_cast<int>(blockIdx.x % static_cast<unsigned>(a.split));
+  const int64_t stride = gridDim.x / a.split;
   const uint32_t first = rank * a.part;
   const uint32_t count = min(a.part, a.vectors - min(first, a.vectors));
-  const S* x = static_cast<const S*>(p.x_c.data) + rows::row_offset(w, p.x_c, c);
-  S* out = static_cast<S*>(p.out_c.data) + rows::row_offset(w, p.out_c, c);
   // Element offset of vector m of the channel in x (or out).
   auto offset = [&](uint32_t m, int64_t run_stride) {
     const uint32_t run = a.run_vectors.div(m);
     return run * run_stride + int64_t{m - run * a.run_vectors.divisor} * kWidth;
   };
-  for (uint32_t i = threadIdx.x; i < count; i += kThreads) {
-    const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(staged + i));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(to),
-                 "l"(x + offset(first + i, a.x_run_stride))
-                 : "memory");
-  }
-  rows::commit_staged();
-  const T shift = Traits::to_compute(x[0]);
-  rows::wait_staged<0>();
-  __syncthreads();
-  T sum_d = 0, sum_d2 = 0;
-  for (uint32_t i = threadIdx.x; i < count; i += kThreads) {
-    const Vec xv = *reinterpret_cast<const Vec*>(staged + i);
-#pragma unroll
-    for (int e = 0; e < kWidth; ++e) {
-      const T d = Traits::to_compute(xv.v[e]) - shift;
-      sum_d += d;
-      sum_d2 += d * d;
+  // Stages channel c: this thread's slots, vectors threadIdx.x + k * kThreads.
+  auto stage = [&](int64_t c) {
+    const S* x = static_cast<const S*>(p.x_c.data) + rows::row_offset(w, p.x_c, c);
+    for (uint32_t i = threadIdx.x; i < count; i += kThreads) {
+      const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(staged + i));
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(to),
+                   "l"(x + offset(first + i, a.x_run_stride))
+                   : "memory");
     }
-  }
-  sum_d = rows::block_sum(sum_d, scratch);
-  sum_d2 = rows::block_sum(sum_d2, scratch);
-  if (a.split > 1) {
-    sum_d = rows::cluster_reduce(sum_d, rows::Plus{}, &exchange[0]);
-    sum_d2 = rows::cluster_reduce(sum_d2, rows::Plus{}, &exchange[1]);
-  }
-  const auto k = train_channel<T>(p, c, shift, sum_d, sum_d2, threadIdx.x == 0 && rank == 0);
-  for (uint32_t i = threadIdx.x; i < count; i += kThreads) {
-    const Vec xv = *reinterpret_cast<const Vec*>(staged + i);
-    Vec yv;
+    rows::commit_staged();
+  };
+  int64_t c = blockIdx.x / a.split;
+  if (c < p.channels) stage(c);
+  for (int round = 0; c < p.channels; c += stride, ++round) {
+    const S* x = static_cast<const S*>(p.x_c.data) + rows::row_offset(w, p.x_c, c);
+    S* out = static_cast<S*>(p.out_c.data) + rows::row_offset(w, p.out_c, c);
+    // The channel's values are fetched while its slice lands.
+    const T shift = Traits::to_compute(x[0]);
+    const T weight = channel_value<T>(p.weight, c, T(1)), bias = channel_value<T>(p.bias, c, T(0));
+    rows::wait_staged<0>();  // this thread's slots of channel c have landed
+    rows::Sums<T> sums{0, 0};
+    for (uint32_t i = threadIdx.x; i < count; i += kThreads) {
+      const Vec xv = *reinterpret_cast<const Vec*>(staged + i);
 #pragma unroll
-    for (int e = 0; e < kWidth; ++e)
-      yv.v[e] = Traits::from_compute(math::apply_activation(
-          p.act, (Traits::to_compute(xv.v[e]) - k.shift - k.center) * k.scale + k.bias));
-    *reinterpret_cast<Vec*>(out + offset(first + i, a.out_run_stride)) = yv;
+      for (int e = 0; e < kWidth; ++e) {
+        const T d = Traits::to_compute(xv.v[e]) - shift;
+        sums.d += d;
+        sums.d2 += d * d;
+      }
+    }
+    sums = rows::block_reduce(sums, rows::AddSums{}, scratch);
+    if (a.split > 1) sums = rows::cluster_reduce(sums, rows::AddSums{}, &exchange[round & 1]);
+    const auto k =
+        train_channel<T>(p, c, shift, sums.d, sums.d2, threadIdx.x == 0 && rank == 0, weight, bias);
+    for (uint32_t i = threadIdx.x; i < count; i += kThreads) {
+      const Vec xv = *reinterpret_cast<const Vec*>(staged + i);
+      Vec yv;
+#pragma unroll
+      for (int e = 0; e < kWidth; ++e)
+        yv.v[e] = Traits::from_compute(math::apply_activation(
+            p.act, (Traits::to_compute(xv.v[e]) - k.shift - k.center) * k.scale + k.bias));
+      *reinterpret_cast<Vec*>(out + offset(first + i, a.out_run_stride)) = yv;
+    }
+    if (c + stride < p.channels) stage(c + stride);
   }
   if (a.split > 1) rows::cluster_done();
 }
 
-// Prepares train_staged_kernel<S> on `device` once (the dynamic shared memory it may take).
+// Prepares train_staged_kernel<S> on `device` once (the dynamic shared memory it may take, the
+// largest carveout, non-portable cluster sizes) and returns the largest cluster it may use: 1
+// before sm_90, 16 where the device can hold such a cluster of 36 KiB slices, else 8.
 template <class S>
-void prepare_staged_training(int32_t device) {
-  static std::atomic<bool> done[64];
+int prepare_staged_training(int32_t device) {
+  using Policy = StagedTrainingPolicy;
+  static std::atomic<int> cache[64];
   const bool cacheable = device >= 0 && device < 64;
-  if (cacheable && done[device].load(std::memory_order_acquire)) return;
-  cuda::check(
-      cudaFuncSetAttribute(train_staged_kernel<S>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(StagedTrainingPolicy::slice_bytes)),
-      "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
-  if (cacheable) done[device].store(true, std::memory_order_release);
+  if (cacheable) {
+    if (const int n = cache[device].load(std::memory_order_acquire)) return n;
+  }
+  const auto kernel = train_staged_kernel<S>;
+  cuda::check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   static_cast<int>(Policy::large_slice_bytes)),
+              "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
+  cuda::check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                   cudaSharedmemCarveoutMaxShared),
+              "cudaFuncSetAttribute(PreferredSharedMemoryCarveout)");
+  int limit = 1;
+  if (cuda::compute_major(device) >= 9) {
+    limit = Policy::max_portable_split;
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) ==
+            cudaSuccess &&
+        rows::resident_blocks(kernel, Policy::threads, static_cast<size_t>(Policy::slice_bytes),
+                              Policy::max_split, device) > 0)
+      limit = Policy::max_split;
+    cudaGetLastError();  // a refused non-portable size is not an error of the op
+  }
+  if (cacheable) cache[device].store(limit, std::memory_order_release);
+  return limit;
 }
 
 // The staged kernel where it applies: channels-first data whose channel runs fill whole 16-byte
@@ -312,11 +350,16 @@ bool launch_staged_training(const Plan& p, int32_t device, cudaStream_t stream) 
   if (p.channels_last || w.inner_ndim < 1 || w.inner_ndim > 2 || !channel_vectors_fit(p, kWidth))
     return false;
   const int64_t vectors = p.count / kWidth;
-  const int64_t slice_vectors = Policy::slice_bytes / 16;
-  const int max_split = cuda::compute_major(device) >= 9 ? Policy::max_split : 1;
-  const int64_t split = (vectors + slice_vectors - 1) / slice_vectors;
-  if (split > max_split || vectors >= (int64_t{1} << 31) || p.channels * split > 0x7fffffff)
-    return false;
+  if (vectors >= (int64_t{1} << 31)) return false;
+  const int max_split = prepare_staged_training<S>(device);
+  // 36 KiB slices (six blocks an SM), or 72 KiB ones (three) when a channel needs more blocks
+  // than a cluster may hold.
+  int64_t split = 0;
+  for (const int64_t bytes : {Policy::slice_bytes, Policy::large_slice_bytes}) {
+    split = (vectors + bytes / 16 - 1) / (bytes / 16);
+    if (split <= max_split) break;
+  }
+  if (split > max_split || p.channels * split > 0x7fffffff) return false;
   StagedArgs a;
   a.split = static_cast<int>(split);
   a.vectors = static_cast<uint32_t>(vectors);
@@ -325,10 +368,14 @@ bool launch_staged_training(const Plan& p, int32_t device, cudaStream_t stream) 
   a.run_vectors = FastDivmod(static_cast<uint32_t>(run / kWidth));
   a.x_run_stride = w.inner_ndim == 2 ? p.x_c.inner[0] : 0;
   a.out_run_stride = w.inner_ndim == 2 ? p.out_c.inner[0] : 0;
-  prepare_staged_training<S>(device);
-  cuda::launch_clustered(train_staged_kernel<S>, dim3(static_cast<unsigned>(p.channels * split)),
-                         dim3(Policy::threads), static_cast<size_t>(a.part) * 16, a.split, stream,
-                         "batch norm kernel launch", p, a);
+  const size_t smem = static_cast<size_t>(a.part) * 16;
+  int64_t grid = p.channels * split;  // resident blocks walk the channels
+  const int64_t resident =
+      rows::resident_blocks(train_staged_kernel<S>, Policy::threads, smem, a.split, device);
+  if (resident > 0 && grid > resident) grid = resident;
+  cuda::launch_clustered(train_staged_kernel<S>, dim3(static_cast<unsigned>(grid)),
+                         dim3(Policy::threads), smem, a.split, stream, "batch norm kernel launch",
+                         p, a);
   return true;
 }
 

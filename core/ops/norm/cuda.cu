@@ -130,21 +130,8 @@ __device__ __forceinline__ void with_activation(math::Activation act, Fn&& fn) {
   }
 }
 
-// A pair of sums reduced together (one shuffle tree, one block barrier pair).
-template <class T>
-struct Sums {
-  T d, d2;
-};
-template <class T>
-__device__ __forceinline__ Sums<T> shuffle_xor(Sums<T> v, int offset) {
-  return {rows::shuffle_xor(v.d, offset), rows::shuffle_xor(v.d2, offset)};
-}
-struct AddSums {
-  template <class T>
-  __device__ __forceinline__ Sums<T> operator()(Sums<T> a, Sums<T> b) const {
-    return {a.d + b.d, a.d2 + b.d2};
-  }
-};
+using rows::AddSums;
+using rows::Sums;
 
 // Register-cached rows (see the top of the file). The layer norm shift is the row mean, taken
 // from the cached row first, so sum_d and sum_d2 are of exact small differences, as on the CPU.
@@ -292,7 +279,9 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
   using Prim = typename math::PrimitivesFor<S>::type;
   __shared__ T scratch[32];
   __shared__ Sums<T> pair_scratch[32];
-  __shared__ T exchange[1];             // cluster slot: sum (layer) or sum of squares (RMS)
+  // Cluster slots: sum (layer) or sum of squares (RMS), by the parity of the block's row count:
+  // RMS norm exchanges once a row, and a slot may be rewritten only after a later exchange.
+  __shared__ T exchange[2];
   __shared__ Sums<T> pair_exchange[1];  // cluster slot: sums of d and d^2
   const rows::Walk& w = p.walk;
   const int64_t n = w.row_length;
@@ -328,15 +317,17 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
                rows::row_offset_cold(w, p.residual, row0 + r) + first_col;
       });
   };
+  int round = 0;  // rows this block has computed (clustered: one per tile)
   const auto compute = [&](int64_t tile, int buffer) {
     const int64_t row0 = tile * g.rows_per_tile;
     const int tile_rows = rows_in(tile);
     S* xs = staged + buffer * g.buffer_elems;
     S* rs = xs + g.rows_per_tile * g.slice;
+    T* const exchange_slot = &exchange[round++ & 1];
     for (int base = 0; base < tile_rows; base += groups) {
       // Lanes past the tile's rows still take part in their group's shuffles.
       const int r = base + slot;
-      const int64_t length = r < tile_rows ? cols : 0;
+      const int length = r < tile_rows ? static_cast<int>(cols) : 0;  // cols <= a slice
       const int64_t row = row0 + (r < tile_rows ? r : 0);
       S* h_row = xs + (r < tile_rows ? r : 0) * g.slice;
       T sum = 0;
@@ -346,7 +337,7 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
                        ? static_cast<S*>(p.residual_out.data) +
                              rows::row_offset_cold(w, p.residual_out, row) + first_col
                        : nullptr;
-        for (int64_t c = int64_t{lane} * V; c < length; c += int64_t{g.group} * V) {
+        for (int c = lane * V; c < length; c += g.group * V) {
           Vec hv = *reinterpret_cast<const Vec*>(h_row + c);
           const Vec rv = *reinterpret_cast<const Vec*>(r_row + c);
 #pragma unroll
@@ -361,7 +352,7 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
           if (h_out) *reinterpret_cast<Vec*>(h_out + c) = hv;
         }
       } else {
-        for (int64_t c = int64_t{lane} * V; c < length; c += int64_t{g.group} * V) {
+        for (int c = lane * V; c < length; c += g.group * V) {
           const Vec hv = *reinterpret_cast<const Vec*>(h_row + c);
 #pragma unroll
           for (int e = 0; e < V; ++e) {
@@ -372,9 +363,9 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
       }
       T shift = 0, center = 0, rstd;
       if (p.kind == Kind::layer) {
-        shift = reduce(sum, &exchange[0]) / count;
+        shift = reduce(sum, exchange_slot) / count;
         Sums<T> sums{0, 0};
-        for (int64_t c = int64_t{lane} * V; c < length; c += int64_t{g.group} * V) {
+        for (int c = lane * V; c < length; c += g.group * V) {
           const Vec hv = *reinterpret_cast<const Vec*>(h_row + c);
 #pragma unroll
           for (int e = 0; e < V; ++e) {
@@ -395,12 +386,12 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
             static_cast<T*>(p.rstd.data)[rows::row_offset_cold(w, p.rstd, row)] = rstd;
         }
       } else {
-        rstd = math::stats::rms_rstd<T>(reduce(sum, &exchange[0]), count, eps);
+        rstd = math::stats::rms_rstd<T>(reduce(sum, exchange_slot), count, eps);
       }
       S* out = static_cast<S*>(p.out.data) + rows::row_offset_cold(w, p.out, row) + first_col;
       const T scaled_center = center * rstd;  // y = (h - shift) * rstd - scaled_center
       with_activation(p.act, [&](auto act) {
-        for (int64_t c = int64_t{lane} * V; c < length; c += int64_t{g.group} * V) {
+        for (int c = lane * V; c < length; c += g.group * V) {
           const Vec hv = *reinterpret_cast<const Vec*>(h_row + c);
           Vec wv, bv, yv;
           if (weight) wv = *reinterpret_cast<const Vec*>(weight + c);

@@ -31,6 +31,23 @@ struct Larger {  // NaN never wins, as on the CPU backend (v > max ? v : max)
   }
 };
 
+// A pair of sums reduced together (one shuffle tree, one block barrier pair, one cluster
+// exchange).
+template <class T>
+struct Sums {
+  T d, d2;
+};
+template <class T>
+__device__ __forceinline__ Sums<T> shuffle_xor(Sums<T> v, int offset) {
+  return {shuffle_xor(v.d, offset), shuffle_xor(v.d2, offset)};
+}
+struct AddSums {
+  template <class T>
+  __device__ __forceinline__ Sums<T> operator()(Sums<T> a, Sums<T> b) const {
+    return {a.d + b.d, a.d2 + b.d2};
+  }
+};
+
 // Combines v over aligned runs of `lanes` lanes (a power of two up to 32). Every lane of the warp
 // must call it, with the same `lanes`.
 template <class T, class Op>

@@ -10,7 +10,9 @@
 //  - rows of up to 64 KiB: the whole block per row, a tile of one or more rows;
 //  - longer rows: a thread-block cluster per row (sm_90), each block staging a 64 KiB (or
 //    128 KiB) slice, one buffer; the row's statistics are combined through distributed shared
-//    memory.
+//    memory. The clusters stay resident and walk the rows; each thread stages its own slots of
+//    the next row as soon as the current row's output pass has read them (rolling), so the next
+//    row's loads are in flight while this row's stores drain.
 // The tuning numbers live in StagedPolicy, apart from the families' math.
 #pragma once
 
@@ -45,6 +47,7 @@ struct Staging {
   int cluster = 1;           // blocks per row (> 1: a cluster launch)
   int64_t slice = 0;         // a row's elements per block (the whole row when cluster == 1)
   int buffers = 1;           // 2: the next tile is staged while the current one is computed
+  bool rolling = false;      // one buffer, refilled by each thread as it finishes its slots
   int64_t buffer_elems = 0;  // elements of one buffer (every staged operand's tile)
   size_t smem = 0;           // dynamic shared memory per block
   unsigned grid = 0;
@@ -92,6 +95,7 @@ inline bool plan_staging(int64_t rows, int64_t n, int element_bytes, int inputs,
     g.slice = (per_block + vec - 1) / vec * vec;
     g.cluster = static_cast<int>((n + g.slice - 1) / g.slice);  // no empty slices
     g.group = P::threads;
+    g.rolling = true;
     const int64_t units = rows < (int64_t{1} << 20) ? rows : (int64_t{1} << 20);
     g.grid = static_cast<unsigned>(units * g.cluster);
   }
@@ -102,19 +106,30 @@ inline bool plan_staging(int64_t rows, int64_t n, int element_bytes, int inputs,
 }
 
 // Issues cp.async copies of `count` 16-byte vectors per row for `rows` rows: row r's vectors go
-// from src(r) (global, 16-byte aligned) to dst + r * dst_stride (shared). The block's threads
-// split the flattened vectors, so short rows keep every thread busy.
+// from src(r) (global, 16-byte aligned) to dst + r * dst_stride (shared). Rows of at least a
+// block's worth of vectors are taken one at a time, their source found once (thread t copies
+// vectors t, t + blockDim.x, ... of each: the rolling path relies on this); shorter rows are
+// flattened, so that they still keep every thread busy.
 template <class S, class Src>
 __device__ __forceinline__ void stage_rows(S* dst, int64_t dst_stride, int rows, int count,
                                            Src src) {
+  constexpr int vec = 16 / sizeof(S);
+  const auto copy = [](const S* from, S* to_generic) {
+    const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(to_generic));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(to), "l"(from) : "memory");
+  };
+  if (count >= static_cast<int>(blockDim.x)) {
+    for (int r = 0; r < rows; ++r) {
+      const S* from = src(r);
+      S* to = dst + r * dst_stride;
+      for (int v = threadIdx.x; v < count; v += blockDim.x) copy(from + v * vec, to + v * vec);
+    }
+    return;
+  }
   const int total = rows * count;
   for (int i = threadIdx.x; i < total; i += blockDim.x) {
     const int r = i / count, v = i - r * count;
-    constexpr int vec = 16 / sizeof(S);
-    const S* from = src(r) + v * vec;
-    const unsigned to =
-        static_cast<unsigned>(__cvta_generic_to_shared(dst + r * dst_stride + v * vec));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(to), "l"(from) : "memory");
+    copy(src(r) + v * vec, dst + r * dst_stride + v * vec);
   }
 }
 
@@ -129,12 +144,28 @@ __device__ __forceinline__ void wait_staged() {
 
 // Runs compute(tile, buffer) over this block's tiles (the same ones for every block of a
 // cluster), each staged first by stage(tile, buffer), which issues cp.async copies. With two
-// buffers the next tile's copies are in flight while the current tile is computed.
+// buffers the next tile's copies are in flight while the current tile is computed. Rolling
+// (one row per tile, the block's threads over it): the next tile is staged into the same buffer
+// right after compute returns, with no barrier between. That needs compute to read, in every
+// pass, only the slots its thread staged (stage_rows gives thread t the vectors t, t + threads,
+// ...), and to have consumed them all before returning: each thread then overwrites only its own
+// slots, which it has finished with.
 template <class Stage, class Compute>
 __device__ __forceinline__ void for_each_tile(const Staging& g, int64_t tiles, Stage stage,
                                               Compute compute) {
   const int64_t stride = gridDim.x / g.cluster;
   int64_t tile = blockIdx.x / g.cluster;
+  if (g.rolling) {
+    if (tile < tiles) stage(tile, 0);
+    commit_staged();
+    for (; tile < tiles; tile += stride) {
+      wait_staged<0>();  // this thread's copies of the tile have landed
+      compute(tile, 0);
+      if (tile + stride < tiles) stage(tile + stride, 0);
+      commit_staged();
+    }
+    return;
+  }
   if (g.buffers == 1) {
     for (; tile < tiles; tile += stride) {
       __syncthreads();  // the last tile's passes are done with shared memory
@@ -213,21 +244,47 @@ int prepare_staged_kernel(int32_t device) {
   return limit;
 }
 
-// Launches kernel(plan, g) with g's block, shared memory and cluster size. Without clusters the
-// grid is capped at the blocks that fit on the device at once, so that each block works through
-// several tiles and its double buffering overlaps loads with compute.
+// Blocks of `kernel` (threads and smem bytes each, in clusters of `cluster`) that fit on `device`
+// at once, a whole number of clusters; 0 when the runtime cannot tell.
+template <class... Params>
+int64_t resident_blocks(void (*kernel)(Params...), int threads, size_t smem, int cluster,
+                        int32_t device) {
+  int64_t resident = 0;
+  if (cluster > 1) {
+    cudaLaunchAttribute attribute{};
+    attribute.id = cudaLaunchAttributeClusterDimension;
+    attribute.val.clusterDim.x = static_cast<unsigned>(cluster);
+    attribute.val.clusterDim.y = 1;
+    attribute.val.clusterDim.z = 1;
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(static_cast<unsigned>(cluster));
+    config.blockDim = dim3(static_cast<unsigned>(threads));
+    config.dynamicSmemBytes = smem;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    int clusters = 0;
+    if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) == cudaSuccess)
+      resident = int64_t{clusters} * cluster;
+  } else {
+    int per_sm = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) ==
+        cudaSuccess)
+      resident = int64_t{per_sm} * cuda::sm_count(device);
+  }
+  cudaGetLastError();  // a failed query is not an error of the op
+  return resident;
+}
+
+// Launches kernel(plan, g) with g's block, shared memory and cluster size. The grid is capped at
+// the blocks (rolling: the clusters) that fit on the device at once, so that each block works
+// through several tiles and overlaps their loads with its compute and stores.
 template <class Plan>
 void launch_staged(void (*kernel)(Plan, Staging), const Plan& plan, Staging g, int32_t device,
                    cudaStream_t stream, const char* what) {
-  if (g.cluster == 1) {
-    int per_sm = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, StagedPolicy::threads,
-                                                      g.smem) == cudaSuccess &&
-        per_sm > 0) {
-      const int64_t resident = int64_t{per_sm} * cuda::sm_count(device);
-      if (g.grid > resident) g.grid = static_cast<unsigned>(resident);
-    }
-    cudaGetLastError();
+  if (g.rolling || g.cluster == 1) {
+    const int64_t resident =
+        resident_blocks(kernel, StagedPolicy::threads, g.smem, g.cluster, device);
+    if (resident > 0 && g.grid > resident) g.grid = static_cast<unsigned>(resident);
   }
   cuda::launch_clustered(kernel, dim3(g.grid), dim3(StagedPolicy::threads), g.smem, g.cluster,
                          stream, what, plan, g);

@@ -223,8 +223,13 @@ __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
 // (106 registers, and a 135 KiB shared-memory carveout), 3.8 warps per scheduler and 27 % of DRAM
 // bandwidth; with this bound (80 registers, 8-40 bytes of spill) and the carveout raised
 // (prepare_staged_kernel), those rows went from 34.8 to 41.0 % of copy (f32) and from 30 to 33 %
-// (f16, bf16).
-template <class S, bool kClustered>
+// (f16, bf16). Nsight Compute then (H200, 14:32Z) counted 82 instructions per f32 element,
+// issue-bound: the staging divided and found the row's offset per 16-byte vector (~90
+// instructions each), and every pass tested the mask and the causal rule in 64 bits. The
+// staging now finds a long row's source once, the passes count in 32 bits, and kMasked (a mask
+// or the causal rule applies) is a separate instantiation: ~32 instructions per element, and
+// rows of 262144 went from 42 / 37 / 35 to 56 / 63 / 62 % of copy (H200, 14:37Z, same call).
+template <class S, bool kClustered, bool kMasked>
 __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
     staged_kernel(const __grid_constant__ Plan p, const rows::Staging g) {
   using T = math::compute_t<S>;
@@ -264,27 +269,28 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
     for (int base = 0; base < tile_rows; base += groups) {
       // Lanes past the tile's rows still take part in their group's shuffles.
       const int r = base + slot;
-      const int64_t length = r < tile_rows ? cols : 0;
+      const int length = r < tile_rows ? static_cast<int>(cols) : 0;  // cols <= a slice
       const int64_t row = row0 + (r < tile_rows ? r : 0);
       const S* x_row = staged + buffer * g.buffer_elems + (r < tile_rows ? r : 0) * g.slice;
-      const S* mask = p.mask.data ? static_cast<const S*>(p.mask.data) +
-                                        rows::row_offset_cold(w, p.mask, row) + first_col
-                                  : nullptr;
-      const int64_t query = row % p.query_rows;
+      const S* mask = kMasked && p.mask.data ? static_cast<const S*>(p.mask.data) +
+                                                   rows::row_offset_cold(w, p.mask, row) + first_col
+                                             : nullptr;
+      const int64_t query = kMasked ? row % p.query_rows : 0;
       // The logits of one vector: scale * x + mask, -inf where the causal mask hides them.
-      const auto logits = [&](int64_t c, T(&v)[V]) {
+      const auto logits = [&](int c, T(&v)[V]) {
         const Vec xv = *reinterpret_cast<const Vec*>(x_row + c);
         Vec mv;
-        if (mask) mv = *reinterpret_cast<const Vec*>(mask + c);
+        if (kMasked && mask) mv = *reinterpret_cast<const Vec*>(mask + c);
 #pragma unroll
         for (int e = 0; e < V; ++e) {
           v[e] = scale * Traits::to_compute(xv.v[e]);
-          if (mask) v[e] += Traits::to_compute(mv.v[e]);
-          if (p.causal && st::causal_hidden(query, first_col + c + e, p.diagonal)) v[e] = minus_inf;
+          if (kMasked && mask) v[e] += Traits::to_compute(mv.v[e]);
+          if (kMasked && p.causal && st::causal_hidden(query, first_col + c + e, p.diagonal))
+            v[e] = minus_inf;
         }
       };
       T max = minus_inf;
-      for (int64_t c = int64_t{lane} * V; c < length; c += int64_t{g.group} * V) {
+      for (int c = lane * V; c < length; c += g.group * V) {
         T v[V];
         logits(c, v);
 #pragma unroll
@@ -294,7 +300,7 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
       if constexpr (kClustered) max = rows::cluster_reduce(max, rows::Larger{}, &exchange[0]);
       T sum = 0;
       if (max != minus_inf) {
-        for (int64_t c = int64_t{lane} * V; c < length; c += int64_t{g.group} * V) {
+        for (int c = lane * V; c < length; c += g.group * V) {
           T v[V];
           logits(c, v);
 #pragma unroll
@@ -308,11 +314,10 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
         Vec yv;
 #pragma unroll
         for (int e = 0; e < V; ++e) yv.v[e] = Traits::from_compute(p.log ? minus_inf : T(0));
-        for (int64_t c = int64_t{lane} * V; c < length; c += int64_t{g.group} * V)
-          *reinterpret_cast<Vec*>(out + c) = yv;
+        for (int c = lane * V; c < length; c += g.group * V) *reinterpret_cast<Vec*>(out + c) = yv;
       } else if (p.log) {
         const T offset = max + st::log_of(sum);
-        for (int64_t c = int64_t{lane} * V; c < length; c += int64_t{g.group} * V) {
+        for (int c = lane * V; c < length; c += g.group * V) {
           T v[V];
           logits(c, v);
           Vec yv;
@@ -322,7 +327,7 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
         }
       } else {
         const T inv_sum = T(1) / sum;
-        for (int64_t c = int64_t{lane} * V; c < length; c += int64_t{g.group} * V) {
+        for (int c = lane * V; c < length; c += g.group * V) {
           T v[V];
           logits(c, v);
           Vec yv;
@@ -349,7 +354,10 @@ bool launch_staged(const Plan& p, int32_t device, cudaStream_t stream) {
     // 2026-11-26): for shorter rows the register-cached kernel was faster in the same run at
     // every length measured (f32 and bf16, 64..16384: by 15..55 %).
     if (p.walk.row_length * int64_t{sizeof(S)} <= rows::StagedPolicy::slice_bytes) return false;
-    return rows::stage_and_launch<staged_kernel<S, false>, staged_kernel<S, true>>(
+    if (p.mask.data || p.causal)
+      return rows::stage_and_launch<staged_kernel<S, false, true>, staged_kernel<S, true, true>>(
+          p, p.walk, sizeof(S), 1, device, stream, "softmax kernel launch");
+    return rows::stage_and_launch<staged_kernel<S, false, false>, staged_kernel<S, true, false>>(
         p, p.walk, sizeof(S), 1, device, stream, "softmax kernel launch");
   }
 }
