@@ -449,13 +449,15 @@ bool launch_staged(const Plan& p, int32_t device, cudaStream_t stream) {
 template <class S, int V>
 bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
   if (p.walk.rows >= rows::kMaxColdRows) return false;  // row offsets in 32 bits (rows.hpp)
-  return rows::with_tile_policy<S, V>(p.walk.row_length, [&](auto policy) {
-    using P = decltype(policy);
-    if (p.residual.data)
-      rows::launch_tile_kernel<P, S, cached_kernel<P, S, true>>(p, p.walk.rows, device, stream);
-    else
-      rows::launch_tile_kernel<P, S, cached_kernel<P, S, false>>(p, p.walk.rows, device, stream);
-  });
+  return rows::with_tile_policy<S, V>(
+      p.walk.row_length, p.residual.data != nullptr, [&](auto policy) {
+        using P = decltype(policy);
+        if (p.residual.data)
+          rows::launch_tile_kernel<P, S, cached_kernel<P, S, true>>(p, p.walk.rows, device, stream);
+        else
+          rows::launch_tile_kernel<P, S, cached_kernel<P, S, false>>(p, p.walk.rows, device,
+                                                                     stream);
+      });
 }
 
 // 16-byte vectors when every row of every row operand starts aligned and the length divides.
