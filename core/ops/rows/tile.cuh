@@ -188,7 +188,7 @@ void launch_tile_kernel(const Plan& p, int64_t rows, int32_t device, cudaStream_
 // elements a row takes the fewest lanes (1..32) that hold it with 16 elements per thread, several
 // rows per 256-thread block: the per-row work (shuffle trees, the statistics' divisions) is then
 // spread over 16 elements, and each thread has 64 bytes of loads in flight (f32). Longer rows
-// take a block of 256 or 512 threads holding 8..32 elements each (32 only for 4-byte compute
+// take a block of 128, 256 or 512 threads holding 8..32 elements each (32 only for 4-byte compute
 // types: 64 floats, or 32 doubles, spill out of the 128 registers a 512-thread block leaves a
 // thread). Measured on an H200 (2026-11-26, kf-bench, same run): a warp per row of 2048 f32
 // (64 elements per thread) was 2 % faster for softmax and 2-3 % slower for the norms, so the
