@@ -138,8 +138,8 @@ class Writer {
 
 class Generator {
  public:
-  Generator(const Graph& g, const kf_compile_options_t& options)
-      : g_(g), layout_(param_layout(g, options)), live_(g.nodes.size(), false) {
+  Generator(const Graph& g, const kf_compile_options_t& options, const DeviceBalance& balance)
+      : g_(g), layout_(param_layout(g, options, balance)), live_(g.nodes.size(), false) {
     for (const Output& o : g.outputs) mark_live(o.node);
     for (size_t id = 0; id < g.nodes.size(); ++id)
       has_fast_ = has_fast_ || (live_[id] && fast_path(g.nodes[id]));
@@ -936,9 +936,10 @@ class Generator {
 
 }  // namespace
 
-std::string generate_cuda_source(const Graph& g, const kf_compile_options_t& options) {
+std::string generate_cuda_source(const Graph& g, const kf_compile_options_t& options,
+                                 const DeviceBalance& balance) {
   KF_REQUIRE_ARG(!g.outputs.empty(), "the graph has no outputs: mark one with kf_graph_output()");
-  return Generator(g, options).generate();
+  return Generator(g, options, balance).generate();
 }
 
 }  // namespace fusion

@@ -21,10 +21,15 @@ namespace fusion {
 std::vector<char> compile_for_arch(const std::string& source, int sm, bool use_disk_cache,
                                    kf_kernel_origin_t* origin);
 
-// Compiles `source` (generated from g with options o) for the device of ctx, loads it and
-// returns the program that launches it. origin as compile_for_arch's.
+// The balance of the device of ctx (DeviceBalance, core/fusion/program.hpp); unknown for CPU
+// contexts, a CPU-only build, or when the driver does not report it.
+DeviceBalance device_balance(const kf_context_t* ctx);
+
+// Compiles `source` (generated from g with options o for `balance`, the device's) for the device
+// of ctx, loads it and returns the program that launches it. origin as compile_for_arch's.
 std::shared_ptr<const Program> make_cuda_program(kf_context_t* ctx, const Graph& g,
                                                  const kf_compile_options_t& o,
+                                                 const DeviceBalance& balance,
                                                  const std::string& source,
                                                  kf_kernel_origin_t* origin);
 

@@ -68,7 +68,8 @@ void copy_source(const std::string& source, char* buffer, size_t capacity, size_
 // The generated source of a kernel: made on first request (CPU contexts have none).
 const std::string& kernel_source(const kf_fused_kernel_t* k) {
   std::call_once(k->source_once, [k] {
-    if (k->ctx->is_cuda()) k->source = generate_cuda_source(k->graph(), k->options);
+    if (k->ctx->is_cuda())
+      k->source = generate_cuda_source(k->graph(), k->options, device_balance(k->ctx));
   });
   return k->source;
 }
@@ -101,8 +102,9 @@ kf_fused_kernel_t* compile(kf_graph_t* handle, const kf_compile_options_t* optio
       return make_cpu_program(in.graph, in.options);
     }
     activate(in.ctx);
-    in.source = generate_cuda_source(in.graph, in.options);
-    return make_cuda_program(in.ctx, in.graph, in.options, in.source, origin);
+    const DeviceBalance balance = device_balance(in.ctx);
+    in.source = generate_cuda_source(in.graph, in.options, balance);
+    return make_cuda_program(in.ctx, in.graph, in.options, balance, in.source, origin);
   };
   kf_kernel_origin_t origin = KF_KERNEL_COMPILED;
   k->program = (o.flags & KF_COMPILE_NO_MEMORY_CACHE) != 0
@@ -149,8 +151,9 @@ kf_result_t kf_graph_get_source(kf_graph_t* g, const kf_compile_options_t* optio
     KF_REQUIRE_ARG(length != nullptr, "length is NULL");
     const kf_compile_options_t o = kf::fusion::read_options(options);
     kf::fusion::require_outputs(graph->graph);
-    kf::fusion::copy_source(kf::fusion::generate_cuda_source(graph->graph, o), buffer, capacity,
-                            length);
+    kf::fusion::copy_source(
+        kf::fusion::generate_cuda_source(graph->graph, o, kf::fusion::device_balance(graph->ctx)),
+        buffer, capacity, length);
   });
 }
 
@@ -164,7 +167,8 @@ kf_result_t kf_graph_compile_for_arch(kf_graph_t* g, const kf_compile_options_t*
                    "sm is %d; give a compute capability as major * 10 + minor, 50 or "
                    "more (e.g. 80, 90)",
                    sm);
-    const std::string source = kf::fusion::generate_cuda_source(graph->graph, o);
+    const std::string source =
+        kf::fusion::generate_cuda_source(graph->graph, o, kf::fusion::device_balance(graph->ctx));
     kf_kernel_origin_t from = KF_KERNEL_COMPILED;
     const std::vector<char> cubin =
         kf::fusion::compile_for_arch(source, sm, (o.flags & KF_COMPILE_NO_DISK_CACHE) == 0, &from);

@@ -76,7 +76,8 @@ double element_cost(const Graph& g) {
 
 }  // namespace
 
-ParamLayout param_layout(const Graph& g, const kf_compile_options_t& options) {
+ParamLayout param_layout(const Graph& g, const kf_compile_options_t& options,
+                         const DeviceBalance& balance) {
   ParamLayout l;
   l.image = g.image;
   l.n_inputs = static_cast<int32_t>(g.inputs.size());
@@ -112,11 +113,19 @@ ParamLayout param_layout(const Graph& g, const kf_compile_options_t& options) {
   // (launch values, divisors) is paid once. Measured on H200 (2026-11-26, 8192x8192 chains):
   // one pass gave f32 N=1/4/11 96.9/96.8/96.1 % of copy and bf16 N=1/4 93.3/93.5 % against
   // 88.7/88.4/85.1 and 84.8/84.5 % for resident blocks; resident blocks gave bf16 N=11/16
-  // 79.6/55.2 % against 72.8/53.9 % for one pass.
+  // 79.6/55.2 % against 72.8/53.9 % for one pass (later, 11:56Z: f32 N=16 92.5 % against
+  // 90.5 %, bf16 N=11 86.1 against 78.1 %). Where one pass stops losing depends on the device's
+  // balance of issue rate and bandwidth: the same chains on an H100 (16:21Z, two passes each)
+  // gave f32 N=16 99.9 % in one pass against 88.9-89.2 % resident, bf16 N=11 92.7 against
+  // 85.4 %, and bf16 N=16 76.0 against 87.8 %. In element_cost units per byte, f32 N=16 is
+  // 4.1, bf16 N=11 5.25, bf16 N=16 8.25; the H100 issues about 10 instructions per byte, the
+  // H200 about 6.8. Resident blocks from 0.56 of the device's figure fit all six (H100 5.6,
+  // H200 3.8); with the figure unknown, 4.
   if (!l.image && l.n_inputs + l.n_outputs > 0) {
     size_t bytes = 0;
     for (int32_t b : l.element_bytes) bytes += static_cast<size_t>(b);
-    l.persistent = element_cost(g) >= 4.0 * static_cast<double>(std::max<size_t>(bytes, 1));
+    const double heavy = balance.issue_per_byte > 0 ? 0.56 * balance.issue_per_byte : 4.0;
+    l.persistent = element_cost(g) >= heavy * static_cast<double>(std::max<size_t>(bytes, 1));
     if (l.persistent) l.unroll = 1;
   }
   const size_t bindings = l.element_bytes.size();

@@ -62,7 +62,7 @@ struct ParamLayout {
   int32_t vector_elements = 1;  // tensor graphs: elements per thread and step in kVector mode
   std::vector<int32_t> element_bytes;  // per binding: inputs, then outputs
   int32_t unroll = 1;  // tensor graphs: vectors per binding per thread and step in kVector mode
-  bool persistent = false;  // tensor graphs: resident blocks loop (heavy graphs), else one pass
+  bool persistent = false;  // tensor graphs: blocks loop (heavy graphs), else one pass
   size_t item_slots = 0;
   size_t header_slots = 0;  // values, n_items, items
   size_t param_bytes = 0;   // the whole kernel parameter
@@ -75,7 +75,8 @@ struct ParamLayout {
 };
 
 // Throws INVALID_ARGUMENT when even the header does not fit the parameter limit.
-ParamLayout param_layout(const Graph& g, const kf_compile_options_t& options);
+ParamLayout param_layout(const Graph& g, const kf_compile_options_t& options,
+                         const DeviceBalance& balance);
 
 // Encodes one item into item_slots 8-byte slots at dst.
 void encode_item(const ParamLayout& layout, const Item& item, int64_t* dst);

@@ -76,8 +76,17 @@ class Program {
 std::shared_ptr<const Program> make_cpu_program(const Graph& g,
                                                 const kf_compile_options_t& options);
 
-// CUDA C++ source for g (core/fusion/codegen.cpp); available in every build.
-std::string generate_cuda_source(const Graph& g, const kf_compile_options_t& options);
+// What the layout of a tensor graph takes from the device it runs on: the instructions its SMs
+// issue (per thread, at peak clock) for each byte its memory moves at peak bandwidth. Zero when
+// unknown (CPU contexts, kf_graph_compile_for_arch() without a CUDA context).
+struct DeviceBalance {
+  double issue_per_byte = 0;
+};
+
+// CUDA C++ source for g (core/fusion/codegen.cpp) as laid out for a device of that balance;
+// available in every build.
+std::string generate_cuda_source(const Graph& g, const kf_compile_options_t& options,
+                                 const DeviceBalance& balance);
 
 }  // namespace fusion
 }  // namespace kf

@@ -15,6 +15,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "tests/fusion/fusion_test_util.hpp"
@@ -1081,7 +1082,25 @@ TEST_F(RandomGraphTest, BenchmarkChainsMatchTheCpuBitForBit) {
   fusion_test::ContextHandle cpu(KF_DEVICE_CPU);
   std::mt19937_64 rng(2026);
   std::vector<int64_t> sizes = {1, 4095, 5 * 4096 + 7};
-  if (kf_test::device_under_test() == KF_DEVICE_CUDA) sizes.push_back((int64_t{1} << 22) + 4095);
+  // On CUDA also sizes where every thread of a heavy chain's four waves of resident blocks
+  // loops two or more times (kernel_params.cpp, cuda_program.cpp).
+  if (kf_test::device_under_test() == KF_DEVICE_CUDA) {
+    sizes.push_back((int64_t{1} << 22) + 4095);
+    sizes.push_back((int64_t{1} << 24) + 4095);
+  }
+  // The source a graph reports is the one its kernel was compiled from: the layout (one pass or
+  // looping blocks) depends on the device's balance, and both must use the context's.
+  auto source_of = [](kf_graph_t* g, const kf_fused_kernel_t* k) {
+    std::string from_graph, from_kernel;
+    size_t length = 0;
+    EXPECT_EQ(kf_graph_get_source(g, nullptr, nullptr, 0, &length), KF_SUCCESS);
+    from_graph.assign(length, '\0');
+    EXPECT_EQ(kf_graph_get_source(g, nullptr, &from_graph[0], length, &length), KF_SUCCESS);
+    EXPECT_EQ(kf_fused_kernel_get_source(k, nullptr, 0, &length), KF_SUCCESS);
+    from_kernel.assign(length, '\0');
+    EXPECT_EQ(kf_fused_kernel_get_source(k, &from_kernel[0], length, &length), KF_SUCCESS);
+    return std::make_pair(from_graph, from_kernel);
+  };
   for (const kf_dtype_t dtype : {KF_DTYPE_BFLOAT16, KF_DTYPE_FLOAT32}) {
     for (const int n_ops : {11, 16}) {
       fusion_test::GraphHandle g(ctx()), cpu_graph(cpu);
@@ -1091,6 +1110,11 @@ TEST_F(RandomGraphTest, BenchmarkChainsMatchTheCpuBitForBit) {
       fusion_test::KernelHandle cpu_kernel;
       KF_ASSERT_OK(kf_graph_compile(cpu_graph, nullptr, &cpu_kernel.k));
       ASSERT_NE(k.k, nullptr);
+      if (kf_test::device_under_test() == KF_DEVICE_CUDA) {
+        const auto sources = source_of(g, k.k);
+        EXPECT_GT(sources.first.size(), 1u);
+        EXPECT_EQ(sources.first, sources.second);
+      }
       // The first scalar and the last (the divisor of the 16-op chain) overridden.
       const std::vector<kf_fused_value_t> overrides = {{scalars.front(), 0, -0.75},
                                                        {scalars.back(), 0, -3.0}};

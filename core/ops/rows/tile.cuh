@@ -194,14 +194,15 @@ void launch_tile_kernel(const Plan& p, int64_t rows, int32_t device, cudaStream_
 // (64 elements per thread) was 2 % faster for softmax and 2-3 % slower for the norms, so the
 // block path stays. Its per-row work (two or three block reductions, each with barriers) weighs
 // on 8 elements a thread, though: 128-thread blocks of 16 elements a thread for rows of up to
-// 2048 (f32, f16, bf16), and of 32 for 16-bit rows of up to 4096 that hold one row operand
-// (two_rows: a residual or a mask as well spilled there), measured on an H200 (15:05Z and
+// 2048 (f32, f16, bf16), and of 32 for 16-bit rows of up to 4096 where the caller allows it
+// (`wide`: false for kernels that hold two rows, a residual or a mask as well, which spilled
+// there), measured on an H200 (15:05Z and
 // 15:12Z, same calls), % of copy f32 / f16 / bf16: causal softmax over 2048 columns 62.5 / 37 /
 // 36 -> 70 / 57 / 53.5; the 2048x2048 seeds, softmax 50 / 36 / 35 -> 59 / 42 / 41, layer norm
 // 40 / 29 / 27 -> 51 / 34 / 30, RMS norm 46 / 37 / 36 -> 55 / 41.5 / 38; 16-bit rows of 4096,
 // layer norm 63 / 47 -> 70 / 60, RMS norm 85 / 69 -> 85 / 82, softmax 84.5 / 84 -> 85.5 / 87.
 template <class S, int V, class Fn>
-bool with_tile_policy(int64_t n, bool two_rows, Fn&& fn) {
+bool with_tile_policy(int64_t n, bool wide, Fn&& fn) {
   constexpr int kRowBlock = 256;   // block size of the lanes-per-row regime
   constexpr int kChunks = 16 / V;  // 16 elements per thread
   constexpr int kPerLane = 16;
@@ -216,7 +217,7 @@ bool with_tile_policy(int64_t n, bool two_rows, Fn&& fn) {
     if (n <= 128 * 16) return fn(TilePolicy<128, 16 / V, V, 128>{}), true;
   if (n <= 256 * 8) return fn(TilePolicy<256, (8 + V - 1) / V, V, 256>{}), true;
   if constexpr (sizeof(S) == 2 && V > 1)
-    if (n <= 128 * 32 && !two_rows) return fn(TilePolicy<128, 32 / V, V, 128>{}), true;
+    if (n <= 128 * 32 && wide) return fn(TilePolicy<128, 32 / V, V, 128>{}), true;
   if (n <= 256 * 16) return fn(TilePolicy<256, 16 / V, V, 256>{}), true;
   if (n <= 512 * 16) return fn(TilePolicy<512, 16 / V, V, 512>{}), true;
   if constexpr (sizeof(math::compute_t<S>) == 4)

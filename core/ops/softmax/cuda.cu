@@ -365,7 +365,7 @@ bool launch_staged(const Plan& p, int32_t device, cudaStream_t stream) {
 template <class S, int V>
 bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
   if (p.walk.rows >= rows::kMaxColdRows) return false;  // row offsets in 32 bits (rows.hpp)
-  return rows::with_tile_policy<S, V>(p.walk.row_length, p.mask.data != nullptr, [&](auto policy) {
+  return rows::with_tile_policy<S, V>(p.walk.row_length, p.mask.data == nullptr, [&](auto policy) {
     using P = decltype(policy);
     if (p.mask.data)
       rows::launch_tile_kernel<P, S, cached_kernel<P, S, true>>(p, p.walk.rows, device, stream);
