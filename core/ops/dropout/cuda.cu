@@ -4,9 +4,10 @@
 // kernel: each thread moves whole 16-byte vectors of x and out and one 4- or 8-byte word of the
 // mask, drawing one Philox block (four numbers) per four elements; the few elements after the
 // last whole vector are done one by one. Everything else runs the strided kernel, one Philox
-// block per thread and per four consecutive row-major indices. Both run one full wave of blocks
-// (the vector kernel gives each block an equal contiguous share); launches are asynchronous: no
-// allocation, no synchronisation.
+// block per thread and per four consecutive row-major indices. The vector kernel gives each block
+// an equal contiguous share of a grid of one pass (f32, f64) or eight waves of resident blocks
+// (16-bit; VectorPolicy::waves); the strided kernel runs one full wave. Launches are
+// asynchronous: no allocation, no synchronisation.
 //
 // Cost: the kernel is bound by instruction issue, not memory, on an H200. Per four elements it
 // draws one Philox-4x32-10 block (10 rounds of two 32x32->64 multiplies and two 3-way XORs, ~45
@@ -38,6 +39,14 @@ struct VectorPolicy {
                                       ? 16 / static_cast<int>(sizeof(S))
                                       : 4;
   static constexpr int vectors = elements * static_cast<int>(sizeof(S)) / 16;  // per operand
+  // Blocks per SM's worth of the grid, in waves of min_blocks_per_sm; 0: one pass of blocks.
+  // Each block takes an equal share of the groups. kf-bench on an H100 (2026-11-26 16:44Z, same
+  // call, two passes each), % of copy f32 / f16 / bf16 with a mask, by waves: 1: 79.1 / 84.5 /
+  // 83.8; 2: 84.4 / 86.4 / 85.8; 4: 91.5 / 88.0 / 87.1; 8: 93.1 / 89.4 / 88.5; 16: 94.8 / 88.5 /
+  // 87.6; one pass: 95.8 / 80.7 / 79.0. One wave leaves the SMs short of warps at the end of the
+  // launch; why 16-bit elements (two Philox blocks a thread) lose in one pass is not established.
+  // f64 (one Philox block a thread, as f32; not benchmarked) takes f32's.
+  static constexpr int waves = sizeof(S) == 2 ? 8 : 0;
 };
 
 struct StridedPolicy {
@@ -203,8 +212,10 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
 
 // ---- host side --------------------------------------------------------------------------------
 
+// Blocks for work_items (at least one), at most blocks_per_sm per SM (0: no cap, one pass).
 uint32_t grid_size(int64_t work_items, int threads, int sms, int blocks_per_sm) {
   const int64_t wanted = std::max<int64_t>(1, (work_items + threads - 1) / threads);
+  if (blocks_per_sm == 0) return static_cast<uint32_t>(wanted);
   return static_cast<uint32_t>(std::min<int64_t>(wanted, int64_t{sms} * blocks_per_sm));
 }
 
@@ -226,7 +237,8 @@ void launch_vector(const Plan& p, int sms, cudaStream_t stream) {
   args.rng = make_rng(p);
   args.scale = static_cast<math::compute_t<S>>(p.scale);
   const int64_t work = std::max<int64_t>(args.groups, p.count - args.groups * Policy::elements);
-  const int64_t grid = grid_size(work, Policy::threads, sms, Policy::min_blocks_per_sm);
+  const int64_t grid =
+      grid_size(work, Policy::threads, sms, Policy::waves * Policy::min_blocks_per_sm);
   args.per_block =
       (args.groups + grid * Policy::threads - 1) / (grid * Policy::threads) * Policy::threads;
   vector_kernel<Policy, S><<<static_cast<unsigned>(grid), Policy::threads, 0, stream>>>(args);
