@@ -646,6 +646,53 @@ TEST_F(GraphTest, KernelInfoAndOrigin) {
   EXPECT_EQ(text[0], '\0');
 }
 
+// Without a device to measure (a CPU context), the layout judges a tensor graph heavy from 4
+// element_cost units per byte moved (core/fusion/kernel_params.cpp): the benchmark's f32 chain
+// of 11 ops (21 units over 8 bytes) runs in one pass, two vectors a thread, and its chain of 16
+// (33 units) in looping blocks, one vector a thread; both as bf16 (4 bytes) loop.
+TEST_F(GraphTest, HeavyGraphsLoopAtTheDefaultBalance) {
+  auto chain_source = [&](kf_dtype_t dtype, int n_ops) {
+    kf_graph_t* h = nullptr;
+    EXPECT_EQ(kf_graph_create(ctx, &h), KF_SUCCESS);
+    const struct {
+      int kind;  // 0 binary with a scalar, 1 unary, 2 ReLU
+      int op;
+      double value;
+    } steps[] = {{0, KF_BINARY_MUL, 1.5},   {0, KF_BINARY_ADD, 0.25},
+                 {0, KF_BINARY_MAX, -1.0},  {0, KF_BINARY_SUB, 0.5},
+                 {0, KF_BINARY_MIN, 2.5},   {1, KF_UNARY_NEG, 0},
+                 {0, KF_BINARY_MUL, 0.75},  {0, KF_BINARY_ADD, 0.375},
+                 {1, KF_UNARY_ABS, 0},      {0, KF_BINARY_ADD, 1.0},
+                 {1, KF_UNARY_RSQRT, 0},    {0, KF_BINARY_MUL, 2.0},
+                 {0, KF_BINARY_SUB, 0.5},   {2, 0, 0},
+                 {0, KF_BINARY_DIV, 0.625}, {0, KF_BINARY_MAX, 0.125}};
+    int32_t v = tensor_input(dtype, 2, h);
+    for (int k = 0; k < n_ops; ++k) {
+      if (steps[k].kind == 0) {
+        v = binary(static_cast<kf_binary_op_t>(steps[k].op), v, scalar(steps[k].value, h), h);
+      } else if (steps[k].kind == 1) {
+        EXPECT_EQ(kf_graph_unary(h, static_cast<kf_unary_op_t>(steps[k].op), v, &v), KF_SUCCESS);
+      } else {
+        EXPECT_EQ(kf_graph_activation(h, KF_ACTIVATION_RELU, v, &v), KF_SUCCESS);
+      }
+    }
+    output(v, KF_OUTPUT_AS_IS, 0, h);
+    size_t length = 0;
+    EXPECT_EQ(kf_graph_get_source(h, nullptr, nullptr, 0, &length), KF_SUCCESS);
+    std::string source(length, '\0');
+    EXPECT_EQ(kf_graph_get_source(h, nullptr, &source[0], length, &length), KF_SUCCESS);
+    kf_graph_destroy(h);
+    return source;
+  };
+  const std::string one_pass = "constexpr int kUnroll = 2;";
+  const std::string looping = "constexpr int kUnroll = 1;";
+  EXPECT_NE(chain_source(KF_DTYPE_FLOAT32, 4).find(one_pass), std::string::npos);
+  EXPECT_NE(chain_source(KF_DTYPE_FLOAT32, 11).find(one_pass), std::string::npos);
+  EXPECT_NE(chain_source(KF_DTYPE_FLOAT32, 16).find(looping), std::string::npos);
+  EXPECT_NE(chain_source(KF_DTYPE_BFLOAT16, 11).find(looping), std::string::npos);
+  EXPECT_NE(chain_source(KF_DTYPE_BFLOAT16, 16).find(looping), std::string::npos);
+}
+
 TEST_F(GraphTest, GraphSourceIsAvailableEverywhere) {
   const int32_t x = tensor_input(KF_DTYPE_FLOAT32, 1);
   output(unary(KF_UNARY_EXP, x));
