@@ -116,7 +116,11 @@ void destroy_context_object(kf_context_t* ctx) noexcept {
   delete ctx;
 }
 
+// Waits for every stream of a CUDA context. (A CPU context's streams have no native handle:
+// cudaStreamSynchronize(nullptr) would wait for the legacy default stream and, first, initialise
+// the CUDA runtime and the device's primary context in a process that may never use the GPU.)
 void synchronize_locked(kf_context_t* ctx) {
+  if (!ctx->is_cuda()) return;
   for (kf_stream_t* s : ctx->streams) cuda::stream_synchronize(s->native);
 }
 
@@ -189,9 +193,11 @@ kf_result_t kf_context_destroy(kf_context_t* ctx) {
     kf::checked(ctx, "ctx");
     kf::unregister_handle(ctx);  // from here on, other calls with ctx fail cleanly
     try {
-      kf::activate(ctx);
-      std::lock_guard<std::mutex> lock(ctx->mutex);
-      kf::synchronize_locked(ctx);
+      if (ctx->is_cuda()) {  // a CPU context never touches the CUDA runtime, even on a GPU host
+        kf::activate(ctx);
+        std::lock_guard<std::mutex> lock(ctx->mutex);
+        kf::synchronize_locked(ctx);
+      }
     } catch (const kf::Error&) {
       // A failed kernel must not keep the context alive: tear down anyway, report nothing more.
     }

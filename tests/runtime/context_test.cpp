@@ -1,5 +1,9 @@
 // Contexts: creation from configs of every layout, devices, teardown of children, handle checks.
+#include <dlfcn.h>
+
+#include <algorithm>
 #include <cstddef>
+#include <cstdlib>
 
 #include "tests/common/test_util.hpp"
 
@@ -60,6 +64,77 @@ TEST(Context, CudaDeviceIdOutOfRange) {
   kf_context_t* ctx = kSentinelContext;
   KF_EXPECT_ERR(kf_context_create(&config, &ctx), KF_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(ctx, kSentinelContext);
+}
+
+// Some work on a CPU context, then the driver's own answer to whether this process holds a CUDA
+// primary context (the CUDA runtime creates one when first used): 0 when it does not, 3 when it
+// does, 1 or 2 when the work or the driver query failed. Run in a fresh process.
+int cpu_work_then_primary_context_state() {
+  kf_context_config_t config = KF_CONTEXT_CONFIG_INIT;
+  config.device_type = KF_DEVICE_CPU;
+  kf_context_t* ctx = nullptr;
+  if (kf_context_create(&config, &ctx) != KF_SUCCESS) return 1;
+  const kf_tensor_desc_t desc = kf_test::make_desc(KF_DTYPE_FLOAT32, {3, 5});
+  const std::vector<float> host = {1.5f,  -2.0f, 0.25f, 3.0f, -0.5f, 1.0f,   2.0f, -1.25f,
+                                   0.75f, 4.0f,  -3.5f, 0.5f, 1.75f, -0.25f, 2.5f};
+  std::vector<float> back(host.size(), -7.0f);
+  kf_stream_t* s = nullptr;
+  kf_event_t* e = nullptr;
+  kf_tensor_t* a = nullptr;
+  kf_tensor_t* out = nullptr;
+  float ms = 0;
+  // Braced initialisers run in order; after a failure the later calls get null handles and
+  // fail cleanly too.
+  const kf_result_t results[] = {
+      kf_stream_create(ctx, nullptr, &s),
+      kf_event_create(ctx, &e),
+      kf_tensor_create(ctx, &desc, &a),
+      kf_tensor_create(ctx, &desc, &out),
+      kf_tensor_copy_from_host(a, host.data(), host.size() * sizeof(float), s),
+      kf_event_record(e, s),
+      kf_fused_elementwise_add_activation(ctx, a, a, out, KF_ACTIVATION_RELU, s),
+      kf_stream_wait_event(s, e),
+      kf_event_synchronize(e),
+      kf_event_elapsed_ms(e, e, &ms),
+      kf_stream_synchronize(s),
+      kf_context_synchronize(ctx),
+      kf_tensor_copy_to_host(out, back.data(), back.size() * sizeof(float), s),
+      kf_context_trim_memory(ctx, 0)};
+  bool ok = std::all_of(std::begin(results), std::end(results),
+                        [](kf_result_t r) { return r == KF_SUCCESS; });
+  for (size_t i = 0; ok && i < host.size(); ++i) ok = back[i] == std::max(2 * host[i], 0.0f);
+  ok = kf_context_destroy(ctx) == KF_SUCCESS && ok;  // the stream, event and tensors with it
+  if (!ok) return 1;
+  // The driver API, reached the way the CUDA runtime reaches it (this test does not link it).
+  void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (driver == nullptr) return 2;
+  using InitFn = int (*)(unsigned);
+  using DeviceGetFn = int (*)(int*, int);
+  using StateFn = int (*)(int, unsigned*, int*);
+  const auto init = reinterpret_cast<InitFn>(dlsym(driver, "cuInit"));
+  const auto device_get = reinterpret_cast<DeviceGetFn>(dlsym(driver, "cuDeviceGet"));
+  const auto state = reinterpret_cast<StateFn>(dlsym(driver, "cuDevicePrimaryCtxGetState"));
+  int device = -1, active = -1;
+  unsigned flags = 0;
+  if (init == nullptr || device_get == nullptr || state == nullptr || init(0) != 0 ||
+      device_get(&device, 0) != 0 || state(device, &flags, &active) != 0)
+    return 2;
+  return active == 0 ? 0 : 3;
+}
+
+// A CPU context used and destroyed in a process on a GPU machine leaves the GPU alone: no CUDA
+// primary context (kf_context_destroy once waited for a CPU context's streams through
+// cudaStreamSynchronize(nullptr), which created one: about 0.2 s and device memory per process,
+// seconds when many such processes start together). Runs in the CPU variant, on a machine
+// with a CUDA device (elsewhere there is nothing to observe), in a death-test child: a fresh
+// process whose only CUDA use before the work is the device count of the test's first line.
+TEST(Context, CpuContextLeavesTheGpuAlone) {
+  if (device_under_test() != KF_DEVICE_CPU) GTEST_SKIP() << "checked by the CPU variant";
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device here to leave alone";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(std::exit(cpu_work_then_primary_context_state()), testing::ExitedWithCode(0), "")
+      << "exit 3: the process holds a CUDA primary context after CPU-only work; 1: the work "
+         "failed; 2: the driver API could not be queried";
 }
 
 TEST(Context, CreateErrorsLeaveOutUntouched) {
