@@ -43,7 +43,7 @@ start=$SECONDS
 GTEST_ARGS=()
 [[ -f .deps/googletest/CMakeLists.txt ]] && GTEST_ARGS=(-DKF_GTEST_SOURCE_DIR="$PWD/.deps/googletest")
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKF_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-  "${GTEST_ARGS[@]}" -DKF_BUILD_DOCS=OFF >"$OUT/build.log" 2>&1 &&
+  -DKF_CUDA_TESTS_PER_BINARY=ON "${GTEST_ARGS[@]}" -DKF_BUILD_DOCS=OFF >"$OUT/build.log" 2>&1 &&
   cmake --build "$BUILD" -j "$JOBS" >>"$OUT/build.log" 2>&1
 build_rc=$?
 tail -n 25 "$OUT/build.log"
@@ -104,8 +104,19 @@ fi
 if [[ -f $BUILD/CTestTestfile.cmake ]]; then
   section "ctest (whole suite, CUDA live)"
   start=$SECONDS
-  (cd "$BUILD" && ctest -j "$JOBS" --output-on-failure --timeout 300) 2>&1 | tee "$OUT/ctest.log"
+  # The CPU tests run one CTest test per test case; each CUDA test binary is one CTest test
+  # (KF_CUDA_TESTS_PER_BINARY, --gtest_brief), its GoogleTest counts read from the verbose log.
+  (cd "$BUILD" && ctest -j "$JOBS" -V --timeout 400) >"$BUILD/ctest_verbose.log" 2>&1
   ctest_rc=$?
+  grep -vE '^[0-9]+: ' "$BUILD/ctest_verbose.log" | tee "$OUT/ctest.log"
+  ((ctest_rc == 0)) || cp "$BUILD/ctest_verbose.log" "$OUT/ctest_verbose.log"  # the failures' output
+  awk '/^ *Start +[0-9]+: / { id = $2; sub(":", "", id); name[id] = $3 }
+       /^[0-9]+: \[  (PASSED|SKIPPED|FAILED)  ?\] [0-9]+ tests?[.,]/ {
+         id = $1; sub(":", "", id)
+         if (name[id] ~ /_cuda$/) counts[name[id]] = counts[name[id]] sprintf(" %s %s,", $5, tolower($3)) }
+       END { for (t in counts) { c = counts[t]; sub(/,$/, "", c); printf "  %-28s%s\n", t, c } }' \
+    "$BUILD/ctest_verbose.log" | sort >"$OUT/cuda_tests.txt"
+  cat "$OUT/cuda_tests.txt"
   record "ctest" $ctest_rc "($((SECONDS - start))s): $(grep -E 'tests passed' "$OUT/ctest.log" | tail -n 1)"
 else
   record "ctest" 1 "(not run: the build produced no test list)"
@@ -146,6 +157,8 @@ section "summary"
   echo "ctest:"
   [[ -f $OUT/ctest.log ]] &&
     awk -f .ci/ctest_summary.awk "$OUT/ctest.log"
+  echo "CUDA test binaries (GoogleTest counts):"
+  cat "$OUT/cuda_tests.txt" 2>/dev/null
   echo "steps:"
   printf '%s\n' "${STEPS[@]}"
   echo "total ${SECONDS}s"
