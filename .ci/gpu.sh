@@ -7,6 +7,7 @@
 # SAN_JOBS runs at once, default 8). The benchmark comes first so that a run cut off by a time
 # limit still has its numbers. Logs go to $OUT (default build/gpu/out):
 #   gpu.txt  build.log  bench.log  bench.json  ctest.log  sanitizer.log  summary.txt
+#   (and ctest_verbose.log, the tests' own output, when a test failed)
 # Every step runs even when an earlier one failed (a failed build stops only what needs it);
 # the exit status is non-zero if any step failed. Made to fit one 10-minute call on a lent
 # H100/H200 with 16 cores, the build included.
@@ -115,8 +116,8 @@ if [[ -f $BUILD/CTestTestfile.cmake ]]; then
          id = $1; sub(":", "", id)
          if (name[id] ~ /_cuda$/) counts[name[id]] = counts[name[id]] sprintf(" %s %s,", $5, tolower($3)) }
        END { for (t in counts) { c = counts[t]; sub(/,$/, "", c); printf "  %-28s%s\n", t, c } }' \
-    "$BUILD/ctest_verbose.log" | sort >"$OUT/cuda_tests.txt"
-  cat "$OUT/cuda_tests.txt"
+    "$BUILD/ctest_verbose.log" | sort >"$BUILD/cuda_tests.txt"
+  cat "$BUILD/cuda_tests.txt"
   record "ctest" $ctest_rc "($((SECONDS - start))s): $(grep -E 'tests passed' "$OUT/ctest.log" | tail -n 1)"
 else
   record "ctest" 1 "(not run: the build produced no test list)"
@@ -158,7 +159,7 @@ section "summary"
   [[ -f $OUT/ctest.log ]] &&
     awk -f .ci/ctest_summary.awk "$OUT/ctest.log"
   echo "CUDA test binaries (GoogleTest counts):"
-  cat "$OUT/cuda_tests.txt" 2>/dev/null
+  cat "$BUILD/cuda_tests.txt" 2>/dev/null
   echo "steps:"
   printf '%s\n' "${STEPS[@]}"
   echo "total ${SECONDS}s"
