@@ -221,23 +221,10 @@ int prepare_staged_kernel(int32_t device) {
   if (kClustered && cuda::compute_major(device) >= 9) {
     limit = P::max_portable_cluster;
     if (cudaFuncSetAttribute(kKernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) ==
-        cudaSuccess) {
-      cudaLaunchAttribute attribute{};
-      attribute.id = cudaLaunchAttributeClusterDimension;
-      attribute.val.clusterDim.x = P::max_cluster;
-      attribute.val.clusterDim.y = 1;
-      attribute.val.clusterDim.z = 1;
-      cudaLaunchConfig_t config{};
-      config.gridDim = dim3(P::max_cluster);
-      config.blockDim = dim3(P::threads);
-      config.dynamicSmemBytes = static_cast<size_t>(P::slice_bytes);
-      config.attrs = &attribute;
-      config.numAttrs = 1;
-      int clusters = 0;
-      if (cudaOccupancyMaxActiveClusters(&clusters, kKernel, &config) == cudaSuccess &&
-          clusters > 0)
-        limit = P::max_cluster;
-    }
+            cudaSuccess &&
+        cuda::max_active_clusters(kKernel, P::threads, static_cast<size_t>(P::slice_bytes),
+                                  P::max_cluster) > 0)
+      limit = P::max_cluster;
     cudaGetLastError();  // a refused non-portable size is not an error of the op
   }
   if (cacheable) cache[device].store(limit, std::memory_order_release);
@@ -251,20 +238,7 @@ int64_t resident_blocks(void (*kernel)(Params...), int threads, size_t smem, int
                         int32_t device) {
   int64_t resident = 0;
   if (cluster > 1) {
-    cudaLaunchAttribute attribute{};
-    attribute.id = cudaLaunchAttributeClusterDimension;
-    attribute.val.clusterDim.x = static_cast<unsigned>(cluster);
-    attribute.val.clusterDim.y = 1;
-    attribute.val.clusterDim.z = 1;
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(static_cast<unsigned>(cluster));
-    config.blockDim = dim3(static_cast<unsigned>(threads));
-    config.dynamicSmemBytes = smem;
-    config.attrs = &attribute;
-    config.numAttrs = 1;
-    int clusters = 0;
-    if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) == cudaSuccess)
-      resident = int64_t{clusters} * cluster;
+    resident = int64_t{cuda::max_active_clusters(kernel, threads, smem, cluster)} * cluster;
   } else {
     int per_sm = 0;
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) ==

@@ -12,24 +12,55 @@
 namespace kf {
 namespace cuda {
 
+// A launch configuration with clusters of `cluster` consecutive blocks along x (1: none), for
+// cudaLaunchKernelEx and the cluster occupancy queries. The cluster attribute lives in the
+// object, so get() stays valid as long as the object does (hence no copies).
+class ClusterConfig {
+ public:
+  ClusterConfig(dim3 grid, dim3 block, size_t shared_bytes, int cluster,
+                cudaStream_t stream = nullptr) {
+    attribute_.id = cudaLaunchAttributeClusterDimension;
+    attribute_.val.clusterDim.x = static_cast<unsigned>(cluster);
+    attribute_.val.clusterDim.y = 1;
+    attribute_.val.clusterDim.z = 1;
+    config_.gridDim = grid;
+    config_.blockDim = block;
+    config_.dynamicSmemBytes = shared_bytes;
+    config_.stream = stream;
+    config_.attrs = cluster > 1 ? &attribute_ : nullptr;
+    config_.numAttrs = cluster > 1 ? 1 : 0;
+  }
+  ClusterConfig(const ClusterConfig&) = delete;
+  ClusterConfig& operator=(const ClusterConfig&) = delete;
+
+  const cudaLaunchConfig_t* get() const { return &config_; }
+
+ private:
+  cudaLaunchAttribute attribute_{};
+  cudaLaunchConfig_t config_{};
+};
+
+// Clusters of `cluster` blocks (threads and shared_bytes each) of `kernel` that fit on the
+// current device at once; 0 when the runtime cannot tell (the query's error is cleared).
+template <class... Params>
+int max_active_clusters(void (*kernel)(Params...), int threads, size_t shared_bytes, int cluster) {
+  const ClusterConfig config(dim3(static_cast<unsigned>(cluster)),
+                             dim3(static_cast<unsigned>(threads)), shared_bytes, cluster);
+  int clusters = 0;
+  if (cudaOccupancyMaxActiveClusters(&clusters, kernel, config.get()) != cudaSuccess) {
+    cudaGetLastError();
+    clusters = 0;
+  }
+  return clusters;
+}
+
 // Launches kernel(args...) on `stream` with clusters of `cluster` consecutive blocks along x
 // (grid.x a multiple of it; 1: a plain launch). Throws kf::Error(KF_ERROR_CUDA) naming `what`.
 template <class... Params, class... Args>
 void launch_clustered(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes,
                       int cluster, cudaStream_t stream, const char* what, const Args&... args) {
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeClusterDimension;
-  attribute.val.clusterDim.x = static_cast<unsigned>(cluster);
-  attribute.val.clusterDim.y = 1;
-  attribute.val.clusterDim.z = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.dynamicSmemBytes = shared_bytes;
-  config.stream = stream;
-  config.attrs = cluster > 1 ? &attribute : nullptr;
-  config.numAttrs = cluster > 1 ? 1 : 0;
-  check(cudaLaunchKernelEx(&config, kernel, args...), what);
+  const ClusterConfig config(grid, block, shared_bytes, cluster, stream);
+  check(cudaLaunchKernelEx(config.get(), kernel, args...), what);
 }
 
 }  // namespace cuda
