@@ -26,6 +26,7 @@
 #include "core/math/numeric.hpp"
 #include "core/math/row_stats.hpp"
 #include "core/ops/norm/norm.hpp"
+#include "core/ops/rows/dispatch.cuh"
 #include "core/ops/rows/reduce.cuh"
 #include "core/ops/rows/staged.cuh"
 #include "core/ops/rows/tile.cuh"
@@ -477,31 +478,18 @@ bool vectors_fit(const Plan& p) {
 
 template <class S>
 void launch(const Plan& p, int32_t device, cudaStream_t stream) {
-  bool done = false;
-  if (p.dense && vectors_fit<S>(p)) done = launch_staged<S>(p, device, stream);
-  if (p.dense && !done)
-    done = vectors_fit<S>(p) ? launch_cached<S, 16 / sizeof(S)>(p, device, stream)
-                             : launch_cached<S, 1>(p, device, stream);
-  if (!done) {
-    const int64_t grid = p.walk.rows < 65535 * 16 ? p.walk.rows : 65535 * 16;
-    streaming_kernel<StreamPolicy, S>
-        <<<static_cast<unsigned>(grid), StreamPolicy::threads, 0, stream>>>(p);
-  }
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess)
-    fail(KF_ERROR_CUDA, "norm kernel launch: %s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
+  rows::launch_in_order(p, vectors_fit<S>(p), device, stream, &launch_staged<S>,
+                        &launch_cached<S, 16 / sizeof(S)>, &launch_cached<S, 1>,
+                        &streaming_kernel<StreamPolicy, S>, StreamPolicy::threads,
+                        "norm kernel launch");
 }
 
 }  // namespace
 
 void run_cuda(const Plan& plan, int32_t device_id, void* native_stream) {
   cudaStream_t stream = static_cast<cudaStream_t>(native_stream);
-  switch (plan.dtype) {
-    case KF_DTYPE_FLOAT16: return launch<math::half_t>(plan, device_id, stream);
-    case KF_DTYPE_BFLOAT16: return launch<math::bfloat16_t>(plan, device_id, stream);
-    case KF_DTYPE_FLOAT64: return launch<double>(plan, device_id, stream);
-    default: return launch<float>(plan, device_id, stream);
-  }
+  rows::with_float_storage(
+      plan.dtype, [&](auto storage) { launch<decltype(storage)>(plan, device_id, stream); });
 }
 
 }  // namespace kf::norm

@@ -1,0 +1,52 @@
+// The launch order shared by the row families' CUDA code (norms, softmax), each family giving its
+// own kernels, and the storage types they serve. Include only from .cu files.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/math/numeric.hpp"
+#include "core/runtime/error.hpp"
+#include "kernel_fusion/types.h"
+
+namespace kf::rows {
+
+// A row family's launcher for one storage type: whether it took the rows.
+template <class Plan>
+using RowLauncher = bool (*)(const Plan&, int32_t device, cudaStream_t);
+
+// Launches a family's kernel for p's rows, in its order of preference: the staged kernel (dense
+// rows of 16-byte vectors: `vectors`), else the register-cached kernel (dense rows: 16-byte
+// vectors where they fit, else one element at a time), else the streaming kernel, which takes
+// any rows (a block per row, up to about a million blocks). Fails with KF_ERROR_CUDA, naming
+// `what`, when the launch failed.
+template <class Plan>
+void launch_in_order(const Plan& p, bool vectors, int32_t device, cudaStream_t stream,
+                     RowLauncher<Plan> staged, RowLauncher<Plan> cached_vectors,
+                     RowLauncher<Plan> cached_scalars, void (*streaming)(Plan),
+                     int streaming_threads, const char* what) {
+  bool done = false;
+  if (p.dense && vectors) done = staged(p, device, stream);
+  if (p.dense && !done) done = (vectors ? cached_vectors : cached_scalars)(p, device, stream);
+  if (!done) {
+    const int64_t grid = p.walk.rows < 65535 * 16 ? p.walk.rows : 65535 * 16;
+    streaming<<<static_cast<unsigned>(grid), streaming_threads, 0, stream>>>(p);
+  }
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess)
+    fail(KF_ERROR_CUDA, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+// Calls fn(S{}) with the storage type S of a float dtype (f16, bf16, f64; f32 otherwise).
+template <class Fn>
+void with_float_storage(kf_dtype_t dtype, Fn&& fn) {
+  switch (dtype) {
+    case KF_DTYPE_FLOAT16: return fn(math::half_t{});
+    case KF_DTYPE_BFLOAT16: return fn(math::bfloat16_t{});
+    case KF_DTYPE_FLOAT64: return fn(double{});
+    default: return fn(float{});
+  }
+}
+
+}  // namespace kf::rows
