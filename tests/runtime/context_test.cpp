@@ -99,11 +99,14 @@ int cpu_work_then_primary_context_state() {
       kf_stream_synchronize(s),
       kf_context_synchronize(ctx),
       kf_tensor_copy_to_host(out, back.data(), back.size() * sizeof(float), s),
+      kf_tensor_destroy(a),
+      kf_event_destroy(e),
+      kf_stream_destroy(s),
       kf_context_trim_memory(ctx, 0)};
   bool ok = std::all_of(std::begin(results), std::end(results),
                         [](kf_result_t r) { return r == KF_SUCCESS; });
   for (size_t i = 0; ok && i < host.size(); ++i) ok = back[i] == std::max(2 * host[i], 0.0f);
-  ok = kf_context_destroy(ctx) == KF_SUCCESS && ok;  // the stream, event and tensors with it
+  ok = kf_context_destroy(ctx) == KF_SUCCESS && ok;  // the output tensor with it
   if (!ok) return 1;
   // The driver API, reached the way the CUDA runtime reaches it (this test does not link it).
   void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
