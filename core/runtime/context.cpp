@@ -193,11 +193,9 @@ kf_result_t kf_context_destroy(kf_context_t* ctx) {
     kf::checked(ctx, "ctx");
     kf::unregister_handle(ctx);  // from here on, other calls with ctx fail cleanly
     try {
-      if (ctx->is_cuda()) {  // a CPU context never touches the CUDA runtime, even on a GPU host
-        kf::activate(ctx);
-        std::lock_guard<std::mutex> lock(ctx->mutex);
-        kf::synchronize_locked(ctx);
-      }
+      kf::activate(ctx);  // both no-ops for a CPU context, which never touches the CUDA runtime
+      std::lock_guard<std::mutex> lock(ctx->mutex);
+      kf::synchronize_locked(ctx);
     } catch (const kf::Error&) {
       // A failed kernel must not keep the context alive: tear down anyway, report nothing more.
     }
