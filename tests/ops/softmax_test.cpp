@@ -111,6 +111,14 @@ TEST_P(SoftmaxTest, MasksAndCausal) {
   check({9, 4}, {}, false, 1.0, true, salt += 2);         // Lq > Lk: first 5 rows fully hidden
   check({3, 2, 1500}, {2, 1500}, true, 0.125, true, salt += 2);
   check({2, 4097}, {4097}, true, 1.0, true, salt += 2, true);
+  // Square causal blocks (query q sees columns 0..q): most columns of early rows are hidden, and
+  // the CUDA kernels neither load nor read them (rows of 1000: register-cached; rows of 16392
+  // f32: staged over a cluster, where up to 63 columns at the end of the last block's slice
+  // are hidden).
+  check({2, 1000, 1000}, {1000, 1000}, true, 0.5, true, salt += 2, true);
+  check({1000, 1000}, {}, false, 1.0, true, salt += 2);
+  check({64, 16392}, {16392}, true, 1.0, true, salt += 2, true);
+  check({64, 16392}, {}, false, 2.0, true, salt += 2);
 }
 
 TEST_P(SoftmaxTest, FullyMaskedRows) {

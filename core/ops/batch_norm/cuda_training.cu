@@ -97,7 +97,8 @@ __global__ void __launch_bounds__(Policy::threads)
   using Traits = math::StorageTraits<S>;
   using Vec = rows::Pack<S, V>;
   __shared__ T scratch[32];
-  __shared__ T exchange[2];  // cluster slots: sum of d, sum of d^2
+  __shared__ rows::ClusterMailbox mailbox;  // the channel's sums, when split over a cluster
+  rows::ClusterReducer cluster(mailbox, split > 1);
   const rows::Walk& w = p.by_channel;
   const bool small = p.count <= int64_t{0xffffffff};
   const int rank = static_cast<int>(blockIdx.x % static_cast<unsigned>(split));
@@ -121,11 +122,8 @@ __global__ void __launch_bounds__(Policy::threads)
     }
     sum_d = rows::block_sum(sum_d, scratch);  // ends with a barrier: x is fully read
     sum_d2 = rows::block_sum(sum_d2, scratch);
-    if (split > 1) {
-      sum_d = rows::cluster_reduce(sum_d, rows::Plus{}, &exchange[0]);
-      sum_d2 = rows::cluster_reduce(sum_d2, rows::Plus{}, &exchange[1]);
-    }
-    const auto k = train_channel<T>(p, c, shift, sum_d, sum_d2, threadIdx.x == 0 && rank == 0);
+    const rows::Sums<T> sums = cluster.reduce(rows::Sums<T>{sum_d, sum_d2}, rows::AddSums{});
+    const auto k = train_channel<T>(p, c, shift, sums.d, sums.d2, threadIdx.x == 0 && rank == 0);
     for (int64_t v = first + threadIdx.x; v < end; v += Policy::threads) {
       const int64_t m = v * V;
       const Vec xv = *reinterpret_cast<const Vec*>(x + channel_offset(w, p.x_c, m, small));
@@ -137,7 +135,7 @@ __global__ void __launch_bounds__(Policy::threads)
       *reinterpret_cast<Vec*>(out + channel_offset(w, p.out_c, m, small)) = yv;
     }
   }
-  if (split > 1) rows::cluster_done();
+  cluster.done();
 }
 
 template <class Policy, class S>
@@ -246,9 +244,8 @@ __global__ void __launch_bounds__(StagedTrainingPolicy::threads)
   using Vec = rows::Pack<S, kWidth>;
   extern __shared__ uint4 staged[];
   __shared__ rows::Sums<T> scratch[32];
-  // Cluster slots (sums of d and d^2) by the parity of the block's channel count: one exchange a
-  // channel, and a slot may be rewritten only after a later exchange.
-  __shared__ rows::Sums<T> exchange[2];
+  __shared__ rows::ClusterMailbox mailbox;  // the channel's sums, when split over a cluster
+  rows::ClusterReducer cluster(mailbox, a.split > 1);
   const rows::Walk& w = p.by_channel;
   const int rank = static_cast<int>(blockIdx.x % static_cast<unsigned>(a.split));
   const int64_t stride = gridDim.x / a.split;
@@ -272,7 +269,7 @@ __global__ void __launch_bounds__(StagedTrainingPolicy::threads)
   };
   int64_t c = blockIdx.x / a.split;
   if (c < p.channels) stage(c);
-  for (int round = 0; c < p.channels; c += stride, ++round) {
+  for (; c < p.channels; c += stride) {
     const S* x = static_cast<const S*>(p.x_c.data) + rows::row_offset(w, p.x_c, c);
     S* out = static_cast<S*>(p.out_c.data) + rows::row_offset(w, p.out_c, c);
     // The channel's values are fetched while its slice lands.
@@ -290,7 +287,7 @@ __global__ void __launch_bounds__(StagedTrainingPolicy::threads)
       }
     }
     sums = rows::block_reduce(sums, rows::AddSums{}, scratch);
-    if (a.split > 1) sums = rows::cluster_reduce(sums, rows::AddSums{}, &exchange[round & 1]);
+    sums = cluster.reduce(sums, rows::AddSums{});
     const auto k =
         train_channel<T>(p, c, shift, sums.d, sums.d2, threadIdx.x == 0 && rank == 0, weight, bias);
     for (uint32_t i = threadIdx.x; i < count; i += kThreads) {
@@ -304,7 +301,7 @@ __global__ void __launch_bounds__(StagedTrainingPolicy::threads)
     }
     if (c + stride < p.channels) stage(c + stride);
   }
-  if (a.split > 1) rows::cluster_done();
+  cluster.done();
 }
 
 // Prepares train_staged_kernel<S> on `device` once (the dynamic shared memory it may take, the

@@ -282,10 +282,8 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
   using Prim = typename math::PrimitivesFor<S>::type;
   __shared__ T scratch[32];
   __shared__ Sums<T> pair_scratch[32];
-  // Cluster slots: sum (layer) or sum of squares (RMS), by the parity of the block's row count:
-  // RMS norm exchanges once a row, and a slot may be rewritten only after a later exchange.
-  __shared__ T exchange[2];
-  __shared__ Sums<T> pair_exchange[1];  // cluster slot: sums of d and d^2
+  __shared__ rows::ClusterMailbox mailbox;  // the clustered form's row statistics
+  rows::ClusterReducer cluster(mailbox, kClustered);
   const rows::Walk& w = p.walk;
   const int64_t n = w.row_length;
   const T count = static_cast<T>(n), eps = static_cast<T>(p.eps);
@@ -297,9 +295,9 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
   const int groups = blockDim.x / g.group;
   const S* weight = p.weight.data ? static_cast<const S*>(p.weight.data) + first_col : nullptr;
   const S* bias = p.bias.data ? static_cast<const S*>(p.bias.data) + first_col : nullptr;
-  const auto reduce = [&](T v, T* cluster_slot) {
+  const auto reduce = [&](T v) {
     v = rows::group_reduce(v, rows::Plus{}, g.group, scratch);
-    if constexpr (kClustered) v = rows::cluster_reduce(v, rows::Plus{}, cluster_slot);
+    if constexpr (kClustered) v = cluster.reduce(v, rows::Plus{});
     return v;
   };
   const int64_t tiles = (w.rows + g.rows_per_tile - 1) / g.rows_per_tile;
@@ -320,13 +318,11 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
                rows::row_offset_cold(w, p.residual, row0 + r) + first_col;
       });
   };
-  int round = 0;  // rows this block has computed (clustered: one per tile)
   const auto compute = [&](int64_t tile, int buffer) {
     const int64_t row0 = tile * g.rows_per_tile;
     const int tile_rows = rows_in(tile);
     S* xs = staged + buffer * g.buffer_elems;
     S* rs = xs + g.rows_per_tile * g.slice;
-    T* const exchange_slot = &exchange[round++ & 1];
     for (int base = 0; base < tile_rows; base += groups) {
       // Lanes past the tile's rows still take part in their group's shuffles.
       const int r = base + slot;
@@ -366,7 +362,7 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
       }
       T shift = 0, center = 0, rstd;
       if (p.kind == Kind::layer) {
-        shift = reduce(sum, exchange_slot) / count;
+        shift = reduce(sum) / count;
         Sums<T> sums{0, 0};
         for (int c = lane * V; c < length; c += g.group * V) {
           const Vec hv = *reinterpret_cast<const Vec*>(h_row + c);
@@ -378,7 +374,7 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
           }
         }
         sums = rows::group_reduce(sums, AddSums{}, g.group, pair_scratch);
-        if constexpr (kClustered) sums = rows::cluster_reduce(sums, AddSums{}, &pair_exchange[0]);
+        if constexpr (kClustered) sums = cluster.reduce(sums, AddSums{});
         const auto s = math::stats::layer_norm_stats<T>(sums.d, sums.d2, count, eps);
         center = s.center;
         rstd = s.rstd;
@@ -389,7 +385,7 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
             static_cast<T*>(p.rstd.data)[rows::row_offset_cold(w, p.rstd, row)] = rstd;
         }
       } else {
-        rstd = math::stats::rms_rstd<T>(reduce(sum, exchange_slot), count, eps);
+        rstd = math::stats::rms_rstd<T>(reduce(sum), count, eps);
       }
       S* out = static_cast<S*>(p.out.data) + rows::row_offset_cold(w, p.out, row) + first_col;
       const T scaled_center = center * rstd;  // y = (h - shift) * rstd - scaled_center
@@ -412,7 +408,7 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
     }
   };
   rows::for_each_tile(g, tiles, stage, compute);
-  if constexpr (kClustered) rows::cluster_done();
+  if constexpr (kClustered) cluster.done();
 }
 
 // Runs the staged kernel when the rows fit it (16-bit and 32-bit types); false otherwise.
