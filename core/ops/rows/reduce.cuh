@@ -4,6 +4,7 @@
 // for bit on its statistics. A type reduced here needs a shuffle_xor overload (found by ADL).
 #pragma once
 
+#include <cstddef>
 #include <cstring>
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -110,12 +111,10 @@ struct ClusterMailbox {
 // values in rank order, so every block gets the same bits. No cluster barrier is passed: a
 // barrier.cluster arrive with release semantics compiles to MEMBAR.ALL.GPU (SASS, sm_90, CUDA
 // 13.0), which waits until every global store the thread has issued is acknowledged, so each
-// exchange stalled on the previous row's output stores. H200 A/B (2026-11-26 19:54Z, kf-bench,
-// same call), % of copy f32 / f16 / bf16, rows of 262144: softmax 55.5 / 62.7 / 62 -> 67.3 /
-// 69.5 / 66.8, layer norm 41 / 50 / 51 -> 49 / 44 / 53.5, RMS norm 51.5 / 57.7 / 57.2 -> 55.9 /
-// 51.5 / 59; batch norm training 55 / 49 / 48.5 -> 59 / 51 / 49. (The f16 norms are the
-// exception, not explained: Nsight Compute timed the f16 layer norm kernel alike, 144.7 against
-// 144.0 us, and the RMS norm one 118.9 against 131.2 us.)
+// exchange stalled on the previous row's output stores. H200 A/B (2026-11-26 20:36Z, kf-bench,
+// same call), % of copy f32 / f16 / bf16, rows of 262144: softmax 54.2 / 61.6 / 61.3 -> 66.9 /
+// 68.9 / 66.5, layer norm 41.3 / 51.3 / 50.9 -> 49.2 / 58.4 / 54.8, RMS norm 54.2 / 57.2 / 62.8
+// -> 56.2 / 61.2 / 66.2; batch norm training 54.9 / 48.7 / 48.3 -> 60.0 / 51.5 / 50.1.
 // Protocol: an inbox is rewritten two exchanges after its last use. Exchange e begins with a
 // block barrier (so this block has read exchange e - 2's values), and a block can send exchange e
 // only after it has received exchange e - 1 from every block, each of which sent it after
@@ -128,17 +127,13 @@ struct ClusterMailbox {
 // (a launch without clusters), it does nothing and reduce() returns its argument.
 class ClusterReducer {
  public:
-  __device__ ClusterReducer(ClusterMailbox& box, bool clustered) : box_(box) {
+  __device__ ClusterReducer(ClusterMailbox& box, bool clustered)
+      : box_(static_cast<unsigned>(__cvta_generic_to_shared(&box))) {
     if (!clustered) return;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    active_ = true;
-    asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank_));
-    asm("mov.u32 %0, %%cluster_nctarank;" : "=r"(blocks_));
     if (threadIdx.x == 0) {
-      for (int i = 0; i < 2; ++i)
-        asm volatile(
-            "mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(&box_.arrived[i]))
-            : "memory");
+      for (unsigned i = 0; i < 2; ++i)
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(barrier(i)) : "memory");
       asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     cooperative_groups::this_cluster().sync();
@@ -148,42 +143,46 @@ class ClusterReducer {
   }
 
   // Returns op folded over the cluster's values of v (v must be the same in every thread of a
-  // block), in rank order. Every thread of the block must call it.
+  // block), in rank order; v itself without a cluster. Every thread of the block must call it.
   template <class T, class Op>
   __device__ T reduce(T v, Op op) {
     static_assert(sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16, "one to four words");
-    if (!active_) return v;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    // The cluster's shape is read when needed rather than kept: the kernels using this run at
+    // their register bound (a first version that kept it spilled the f16 clustered norm kernel).
+    const unsigned blocks = cluster_blocks();
+    if (blocks == 1) return v;
     const unsigned inbox = round_ & 1, parity = (round_ >> 1) & 1;
     ++round_;
     __syncthreads();  // this block has read what the inbox held two exchanges ago
-    const unsigned barrier = shared_address(&box_.arrived[inbox]);
     if (threadIdx.x == 0)
-      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(barrier),
-                   "r"(static_cast<unsigned>(blocks_ * sizeof(T)))
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(barrier(inbox)),
+                   "r"(static_cast<unsigned>(blocks * sizeof(T)))
                    : "memory");
-    if (threadIdx.x < blocks_) {
-      unsigned words[4];
-      memcpy(words, &v, sizeof(T));
-      const unsigned to_slot = map_to(shared_address(box_.slot[inbox][rank_]), threadIdx.x);
-      const unsigned to_barrier = map_to(barrier, threadIdx.x);
+    if (threadIdx.x < blocks) {
+      unsigned rank;
+      asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+      unsigned w[4];
+      memcpy(w, &v, sizeof(T));
+      const unsigned to_slot = map_to(slot(inbox, rank), threadIdx.x);
+      const unsigned to_barrier = map_to(barrier(inbox), threadIdx.x);
       if constexpr (sizeof(T) == 4)
         asm volatile(
             "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(
                 to_slot),
-            "r"(words[0]), "r"(to_barrier)
+            "r"(w[0]), "r"(to_barrier)
             : "memory");
       else if constexpr (sizeof(T) == 8)
         asm volatile(
             "st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.b32 [%0], {%1, %2}, "
             "[%3];" ::"r"(to_slot),
-            "r"(words[0]), "r"(words[1]), "r"(to_barrier)
+            "r"(w[0]), "r"(w[1]), "r"(to_barrier)
             : "memory");
       else
         asm volatile(
             "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, "
             "%4}, [%5];" ::"r"(to_slot),
-            "r"(words[0]), "r"(words[1]), "r"(words[2]), "r"(words[3]), "r"(to_barrier)
+            "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3]), "r"(to_barrier)
             : "memory");
     }
     unsigned landed = 0;
@@ -193,15 +192,14 @@ class ClusterReducer {
           " mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
           " selp.u32 %0, 1, 0, p;\n}"
           : "=r"(landed)
-          : "r"(barrier), "r"(parity)
+          : "r"(barrier(inbox)), "r"(parity)
           : "memory");
     } while (!landed);
     T total = value<T>(inbox, 0);
-    for (unsigned r = 1; r < blocks_; ++r) total = op(total, value<T>(inbox, r));
+    for (unsigned r = 1; r < blocks; ++r) total = op(total, value<T>(inbox, r));
     return total;
 #else
     (void)op;
-    __trap();
     return v;
 #endif
   }
@@ -209,13 +207,25 @@ class ClusterReducer {
   // A last cluster barrier: no block leaves while a value it sent may still be in flight.
   __device__ void done() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (active_) cooperative_groups::this_cluster().sync();
+    if (cluster_blocks() > 1) cooperative_groups::this_cluster().sync();
 #endif
   }
 
  private:
-  __device__ static unsigned shared_address(const void* p) {
-    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+  __device__ static unsigned cluster_blocks() {
+    unsigned n = 1;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
+#endif
+    return n;
+  }
+  // Shared-memory addresses of an inbox's slot for block r, and of its mbarrier.
+  __device__ unsigned slot(unsigned inbox, unsigned r) const {
+    return box_ + static_cast<unsigned>(offsetof(ClusterMailbox, slot)) +
+           (inbox * kMaxClusterBlocks + r) * 16;
+  }
+  __device__ unsigned barrier(unsigned inbox) const {
+    return box_ + static_cast<unsigned>(offsetof(ClusterMailbox, arrived)) + inbox * 8;
   }
   __device__ static unsigned map_to(unsigned address, unsigned rank) {
     unsigned mapped;
@@ -224,14 +234,23 @@ class ClusterReducer {
   }
   template <class T>
   __device__ T value(unsigned inbox, unsigned r) const {
+    unsigned w[4];
+    const unsigned from = slot(inbox, r);
+    if constexpr (sizeof(T) == 4)
+      asm volatile("ld.shared.b32 %0, [%1];" : "=r"(w[0]) : "r"(from));
+    else if constexpr (sizeof(T) == 8)
+      asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(w[0]), "=r"(w[1]) : "r"(from));
+    else
+      asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
+                   : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
+                   : "r"(from));
     T v;
-    memcpy(&v, box_.slot[inbox][r], sizeof(T));
+    memcpy(&v, w, sizeof(T));
     return v;
   }
 
-  ClusterMailbox& box_;
-  bool active_ = false;
-  unsigned rank_ = 0, blocks_ = 1, round_ = 0;
+  unsigned box_;        // the mailbox's shared-memory address
+  unsigned round_ = 0;  // exchanges so far
 };
 
 }  // namespace kf::rows
