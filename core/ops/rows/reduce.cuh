@@ -115,12 +115,14 @@ struct ClusterMailbox {
 // same call), % of copy f32 / f16 / bf16, rows of 262144: softmax 54.2 / 61.6 / 61.3 -> 66.9 /
 // 68.9 / 66.5, layer norm 41.3 / 51.3 / 50.9 -> 49.2 / 58.4 / 54.8, RMS norm 54.2 / 57.2 / 62.8
 // -> 56.2 / 61.2 / 66.2; batch norm training 54.9 / 48.7 / 48.3 -> 60.0 / 51.5 / 50.1.
-// Protocol: an inbox is rewritten two exchanges after its last use. Exchange e begins with a
-// block barrier (so this block has read exchange e - 2's values), and a block can send exchange e
-// only after it has received exchange e - 1 from every block, each of which sent it after
-// receiving exchange e - 2: so no value lands in an inbox before its previous contents are read,
-// and an mbarrier's phase never sees the bytes of two exchanges. A phase may see bytes before its
-// own arrive.expect_tx; its tx-count then runs negative, which the mbarrier allows.
+// Protocol: an inbox is rewritten two exchanges after its last use. Each exchange begins with a
+// block barrier, which every thread passes after reading the previous exchange's values and
+// after its own wait on that exchange's phase. A block sends exchange e only after receiving
+// exchange e - 1 from every block, and each block sent that only after its barrier of exchange
+// e - 1, that is, after it had finished with exchange e - 2 (the same inbox and mbarrier). So no
+// value lands in an inbox before its previous contents are read, and an mbarrier's phase never
+// sees the bytes of two exchanges. A phase may see bytes before its own arrive.expect_tx; its
+// tx-count then runs negative, which the mbarrier allows.
 // Every thread of every block of the cluster constructs the reducer (it initialises the mailbox
 // and passes a cluster barrier, so that no block sends to an uninitialised one), calls reduce()
 // the same number of times, and calls done() before exiting. Constructed with clustered = false
