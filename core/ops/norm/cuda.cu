@@ -301,6 +301,7 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
     return v;
   };
   const int64_t tiles = (w.rows + g.rows_per_tile - 1) / g.rows_per_tile;
+  constexpr bool kInPass = kClustered && sizeof(S) == 4;  // rows::for_each_tile
   const int vectors = static_cast<int>(cols / V);
   const auto rows_in = [&](int64_t tile) {
     const int64_t left = w.rows - tile * g.rows_per_tile;
@@ -318,11 +319,25 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
                rows::row_offset_cold(w, p.residual, row0 + r) + first_col;
       });
   };
-  const auto compute = [&](int64_t tile, int buffer) {
+  const auto compute = [&](int64_t tile, int buffer, int64_t next) {
     const int64_t row0 = tile * g.rows_per_tile;
     const int tile_rows = rows_in(tile);
     S* xs = staged + buffer * g.buffer_elems;
     S* rs = xs + g.rows_per_tile * g.slice;
+    // Rolling, kInPass (rows::for_each_tile): the next row's vectors of this thread's slots,
+    // staged as the last pass to read each slot leaves it: the residual's after the first pass,
+    // x's after the output pass.
+    const S* next_x = nullptr;
+    const S* next_residual = nullptr;
+    if (kInPass && next >= 0) {
+      next_x = static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, next) + first_col;
+      if (p.residual.data)
+        next_residual = static_cast<const S*>(p.residual.data) +
+                        rows::row_offset_cold(w, p.residual, next) + first_col;
+    }
+    const auto restage = [&](S* slots, const S* from, int c) {
+      if (kInPass && from != nullptr) rows::stage_vector(slots + c, from + c);
+    };
     for (int base = 0; base < tile_rows; base += groups) {
       // Lanes past the tile's rows still take part in their group's shuffles.
       const int r = base + slot;
@@ -349,6 +364,7 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
           }
           *reinterpret_cast<Vec*>(h_row + c) = hv;
           if (h_out) *reinterpret_cast<Vec*>(h_out + c) = hv;
+          restage(rs, next_residual, c);
         }
       } else {
         for (int c = lane * V; c < length; c += g.group * V) {
@@ -403,11 +419,13 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
             yv.v[e] = Traits::from_compute(act(y, Prim{}));
           }
           *reinterpret_cast<Vec*>(out + c) = yv;
+          // (The clustered form's rows are one a tile: this pass covers all the thread's slots.)
+          restage(xs, next_x, c);
         }
       });
     }
   };
-  rows::for_each_tile(g, tiles, stage, compute);
+  rows::for_each_tile<kInPass>(g, tiles, stage, compute);
   if constexpr (kClustered) cluster.done();
 }
 

@@ -283,6 +283,7 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
   const int lane = threadIdx.x % g.group, slot = threadIdx.x / g.group;
   const int groups = blockDim.x / g.group;
   const int64_t tiles = (w.rows + g.rows_per_tile - 1) / g.rows_per_tile;
+  constexpr bool kInPass = kClustered && sizeof(S) == 4;  // rows::for_each_tile
   const auto rows_in = [&](int64_t tile) {
     const int64_t left = w.rows - tile * g.rows_per_tile;
     return static_cast<int>(left < g.rows_per_tile ? left : g.rows_per_tile);
@@ -305,9 +306,21 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
                               rows::row_offset_cold(w, p.x, row0 + r) + first_col;
                      });
   };
-  const auto compute = [&](int64_t tile, int buffer) {
+  const auto compute = [&](int64_t tile, int buffer, int64_t next) {
     const int64_t row0 = tile * g.rows_per_tile;
     const int tile_rows = rows_in(tile);
+    // Rolling, kInPass (rows::for_each_tile): the next row's vectors of this thread's slots,
+    // staged as the output pass leaves each slot.
+    S* const slots = staged + buffer * g.buffer_elems;
+    const S* next_x = nullptr;
+    int next_seen = 0;
+    if (kInPass && next >= 0) {
+      next_x = static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, next) + first_col;
+      next_seen = visible(next);
+    }
+    const auto restage = [&](int c) {
+      if (kInPass && c < next_seen) rows::stage_vector(slots + c, next_x + c);
+    };
     for (int base = 0; base < tile_rows; base += groups) {
       // Lanes past the tile's rows still take part in their group's shuffles.
       const int r = base + slot;
@@ -361,22 +374,24 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
         for (int c = from + lane * V; c < length; c += g.group * V)
           *reinterpret_cast<Vec*>(out + c) = yv;
       };
+      int c = lane * V;        // the output pass's column: where restaging goes on after it
       if (max == minus_inf) {  // a fully masked row gives 0 (log-softmax: -inf), not NaN
         write_hidden(0);
       } else if (p.log) {
         const T offset = max + st::log_of(sum);
-        for (int c = lane * V; c < seen; c += g.group * V) {
+        for (; c < seen; c += g.group * V) {
           T v[V];
           logits(c, v);
           Vec yv;
 #pragma unroll
           for (int e = 0; e < V; ++e) yv.v[e] = Traits::from_compute(v[e] - offset);
           *reinterpret_cast<Vec*>(out + c) = yv;
+          restage(c);
         }
         write_hidden(seen);
       } else {
         const T inv_sum = T(1) / sum;
-        for (int c = lane * V; c < seen; c += g.group * V) {
+        for (; c < seen; c += g.group * V) {
           T v[V];
           logits(c, v);
           Vec yv;
@@ -384,12 +399,15 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
           for (int e = 0; e < V; ++e)
             yv.v[e] = Traits::from_compute(Prim::exp(v[e] - max) * inv_sum);
           *reinterpret_cast<Vec*>(out + c) = yv;
+          restage(c);
         }
         write_hidden(seen);
       }
+      if (kInPass)
+        for (; c < next_seen; c += g.group * V) restage(c);  // slots the output pass left alone
     }
   };
-  rows::for_each_tile(g, tiles, stage, compute);
+  rows::for_each_tile<kInPass>(g, tiles, stage, compute);
   if constexpr (kClustered) cluster.done();
 }
 
