@@ -419,7 +419,7 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
             yv.v[e] = Traits::from_compute(act(y, Prim{}));
           }
           *reinterpret_cast<Vec*>(out + c) = yv;
-          // (The clustered form's rows are one a tile: this pass covers all the thread's slots.)
+          // (The clustered form has one row a tile: this pass covers all the thread's slots.)
           restage(xs, next_x, c);
         }
       });
