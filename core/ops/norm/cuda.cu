@@ -301,7 +301,7 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
     return v;
   };
   const int64_t tiles = (w.rows + g.rows_per_tile - 1) / g.rows_per_tile;
-  constexpr bool kInPass = kClustered && sizeof(S) == 4;  // rows::for_each_tile
+  constexpr bool kInPass = kClustered && rows::StagedPolicy::restages_in_pass<S>();
   const int vectors = static_cast<int>(cols / V);
   const auto rows_in = [&](int64_t tile) {
     const int64_t left = w.rows - tile * g.rows_per_tile;
