@@ -50,6 +50,42 @@ KF_HOST_DEVICE T rms_rstd(T sum_squares, T n, T eps) {
   return T(1) / sqrt_of(sum_squares / n + eps);
 }
 
+// 1 / sqrt(x): on the device in one approximate step (rsqrtf, within 2 ulp; rsqrt for double,
+// within 1 ulp), on the host as 1 / sqrt(x).
+KF_HOST_DEVICE float rsqrt_of(float x) {
+#if KF_DEVICE_CODE
+  return ::rsqrtf(x);
+#else
+  return 1.0f / ::sqrtf(x);
+#endif
+}
+KF_HOST_DEVICE double rsqrt_of(double x) {
+#if KF_DEVICE_CODE
+  return ::rsqrt(x);
+#else
+  return 1.0 / ::sqrt(x);
+#endif
+}
+
+// layer_norm_stats and rms_rstd for kernels whose per-row work weighs on a short row: the sums
+// are scaled by inv_n = 1 / n (prepared once) instead of divided by n, and rstd is rsqrt_of. The
+// correctly rounded division and square root cost a range check and a branch to a slow path
+// each; these differ from them by a few ulp.
+template <class T>
+KF_HOST_DEVICE LayerNormStats<T> layer_norm_stats_scaled(T sum_d, T sum_d2, T inv_n, T eps) {
+  LayerNormStats<T> s;
+  s.center = sum_d * inv_n;
+  T variance = sum_d2 * inv_n - s.center * s.center;
+  if (variance < T(0)) variance = T(0);
+  s.rstd = rsqrt_of(variance + eps);
+  return s;
+}
+
+template <class T>
+KF_HOST_DEVICE T rms_rstd_scaled(T sum_squares, T inv_n, T eps) {
+  return rsqrt_of(sum_squares * inv_n + eps);
+}
+
 // Running softmax statistics: the row maximum and the sum of exp(v - max). -inf entries (masked)
 // add nothing; a row with nothing but -inf keeps max = -inf and sum = 0.
 template <class T>

@@ -87,6 +87,36 @@ __device__ __forceinline__ void tile_fetch(const S* row, int64_t n, int lane, Ti
   }
 }
 
+// The column chunk k of `lane` loads from in a row of n elements (n a multiple of P::vec, at
+// least P::vec): its own, or the row's last vector where the row has ended. With it every chunk
+// loads defined values from inside the row and no load is predicated; a kernel that loads this
+// way leaves the chunks past the end (tile_col(lane, k) >= n) out where it combines values.
+template <class P>
+__device__ __forceinline__ int64_t tile_load_col(int lane, int k, int64_t n) {
+  const int64_t c = tile_col<P>(lane, k);
+  return c < n ? c : n - P::vec;
+}
+
+// Issues the loads of every chunk of this thread's part of a row of n elements (tile_load_col).
+template <class P, class S>
+__device__ __forceinline__ void tile_fetch_clamped(const S* row, int64_t n, int lane,
+                                                   TileRaw<P, S>& raw) {
+#pragma unroll
+  for (int k = 0; k < P::chunks; ++k)
+    raw.packs[k] = *reinterpret_cast<const Pack<S, P::vec>*>(row + tile_load_col<P>(lane, k, n));
+}
+
+// Converts every chunk of a fetched part of a row to the compute type (no padding).
+template <class P, class S>
+__device__ __forceinline__ void tile_convert(const TileRaw<P, S>& raw,
+                                             math::compute_t<S> (&dst)[P::items]) {
+#pragma unroll
+  for (int k = 0; k < P::chunks; ++k)
+#pragma unroll
+    for (int e = 0; e < P::vec; ++e)
+      dst[k * P::vec + e] = math::StorageTraits<S>::to_compute(raw.packs[k].v[e]);
+}
+
 // Converts a fetched part of a row of n elements to the compute type, `pad` where the row has
 // ended.
 template <class P, class S>
