@@ -184,6 +184,20 @@ TEST_P(NormTest, RmsNormOddSizes) {
   check_rms_norm(2, 20000, false, true, KF_ACTIVATION_SIGMOID, salt += 3);
 }
 
+// Rows of whole 16-byte vectors whose length leaves the register-cached kernel's last chunks
+// past the row's end (those load the row's last vector again and are left out of the sums),
+// with more rows than a block takes (rows past the last in the final block), every affine form
+// and the saved statistics.
+TEST_P(NormTest, VectorRowsWithChunksPastTheEnd) {
+  uint64_t salt = 500;
+  for (int64_t length : {24, 40, 200, 520, 1000, 2056, 3000, 12000}) {
+    check_layer_norm(37, length, true, KF_ACTIVATION_RELU, salt += 3);
+    check_layer_norm(5, length, false, KF_ACTIVATION_NONE, salt += 3);
+    check_rms_norm(37, length, false, true, KF_ACTIVATION_NONE, salt += 3);
+    check_rms_norm(5, length, true, false, KF_ACTIVATION_SILU, salt += 3);
+  }
+}
+
 // Mean 1e4, std about 1: a naive E[x^2] - E[x]^2 in f32 loses every digit here.
 TEST_P(NormTest, LargeMean) {
   if (dtype() == KF_DTYPE_FLOAT16 || dtype() == KF_DTYPE_BFLOAT16)
