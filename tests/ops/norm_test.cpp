@@ -190,7 +190,7 @@ TEST_P(NormTest, RmsNormOddSizes) {
 // and the saved statistics.
 TEST_P(NormTest, VectorRowsWithChunksPastTheEnd) {
   uint64_t salt = 500;
-  for (int64_t length : {24, 40, 200, 520, 1000, 2056, 3000, 12000}) {
+  for (int64_t length : {24, 40, 200, 520, 768, 776, 1000, 2056, 3000, 12000}) {
     check_layer_norm(37, length, true, KF_ACTIVATION_RELU, salt += 3);
     check_layer_norm(5, length, false, KF_ACTIVATION_NONE, salt += 3);
     check_rms_norm(37, length, false, true, KF_ACTIVATION_NONE, salt += 3);

@@ -223,8 +223,8 @@ TEST_P(SoftmaxTest, LeadingDimsThatDoNotMerge) {
 TEST_P(SoftmaxTest, RegimeBoundaries) {
   uint64_t salt = 900;
   for (int64_t length :
-       {2,    8,    31,   32,    33,    64,    1023,  1024,  1025,  1536,  1544,
-        2048, 8192, 8193, 16383, 16384, 16385, 16388, 32768, 32776, 65544, 262144}) {
+       {2,    8,    31,   32,   33,    64,    520,   768,   776,   1023,  1024,  1025,  1536,
+        1544, 2048, 8192, 8193, 16383, 16384, 16385, 16388, 32768, 32776, 65544, 262144}) {
     check({3, length}, {}, false, 1.0, false, salt += 2);
     check({2, 3, length}, {3, length}, true, 0.5, true, salt += 2, true);
   }
