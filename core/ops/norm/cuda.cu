@@ -177,20 +177,15 @@ __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
   auto fetch = [&](int64_t first, Raw& raw) {
     const int64_t row = first + slot;
     if (row >= w.rows) return;
-    const S* x = static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, row);
-    if constexpr (kClamped) {
-      rows::tile_fetch_clamped<P>(x, n, lane, raw.x);
-      if constexpr (kResidual)
-        rows::tile_fetch_clamped<P>(
-            static_cast<const S*>(p.residual.data) + rows::row_offset_cold(w, p.residual, row), n,
-            lane, raw.residual);
-    } else {
-      rows::tile_fetch<P>(x, n, lane, raw.x);
-      if constexpr (kResidual)
-        rows::tile_fetch<P>(
-            static_cast<const S*>(p.residual.data) + rows::row_offset_cold(w, p.residual, row), n,
-            lane, raw.residual);
-    }
+    const auto fetch_row = [&](const rows::Operand& o, rows::TileRaw<P, S>& to) {
+      const S* from = static_cast<const S*>(o.data) + rows::row_offset_cold(w, o, row);
+      if constexpr (kClamped)
+        rows::tile_fetch_clamped<P>(from, n, lane, to);
+      else
+        rows::tile_fetch<P>(from, n, lane, to);
+    };
+    fetch_row(p.x, raw.x);
+    if constexpr (kResidual) fetch_row(p.residual, raw.residual);
   };
   auto convert = [&](const rows::TileRaw<P, S>& from, int64_t length, T(&to)[P::items]) {
     if constexpr (kClamped)
