@@ -84,6 +84,7 @@ ParamLayout param_layout(const Graph& g, const kf_compile_options_t& options,
   l.n_outputs = static_cast<int32_t>(g.outputs.size());
   l.n_values = static_cast<int32_t>(g.values.size());
   l.value_slots = std::max(l.n_values, 1);
+  l.f32_value_slots = std::max((l.n_values + 1) / 2, 1);
   l.capacity = std::max(options.max_items, 1);
   for (int32_t id : g.inputs) {
     l.element_bytes.push_back(static_cast<int32_t>(dtype_size(g.nodes[id].dtype)));
@@ -135,7 +136,7 @@ ParamLayout param_layout(const Graph& g, const kf_compile_options_t& options,
   } else {
     l.item_slots = 2 + static_cast<size_t>(l.shape_slots) + bindings * (1 + l.shape_slots);
   }
-  l.header_slots = static_cast<size_t>(l.value_slots) + 2;
+  l.header_slots = l.n_items_slot() + 2;
   KF_REQUIRE_ARG(l.header_slots * 8 <= kMaxParamBytes,
                  "the graph has %d launch values: its parameter block (%zu bytes) exceeds the "
                  "kernel parameter limit of %zu bytes",

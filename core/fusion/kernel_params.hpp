@@ -2,17 +2,21 @@
 // the CUDA program fills at every launch, from one description (ParamLayout) so that both sides
 // agree; the generated source also static_asserts the sizes computed here.
 //
-// Every field is 8 bytes (int64, double or pointer), so offsets are slot indices times 8 and the
-// host and device layouts cannot differ by padding. The block is one __grid_constant__ kernel
-// parameter:
-//   struct Params { double values[V]; long long n_items; const Item* items; Item inline_items[N]; }
-// values: the graph's launch values (Graph::values with this launch's overrides). Items are
-// inline (N = the capacity) when the whole block fits the 32764-byte kernel-parameter limit;
-// otherwise N = 0 and `items` points to a table uploaded to device memory per launch.
+// Every field is 8 bytes (int64, double or pointer; values_f32 packs two floats to a slot), so
+// offsets are slot indices times 8 and the host and device layouts cannot differ by padding.
+// The block is one __grid_constant__ kernel parameter:
+//   struct Params { double values[V]; float values_f32[2 F]; long long n_items; const Item* items;
+//                   Item inline_items[N]; }
+// values: the graph's launch values (Graph::values with this launch's overrides); values_f32: the
+// same rounded to float (F = ceil(V / 2) slots), which the kernel reads where it computes in
+// float: a kernel-parameter operand needs no register, nor a conversion that ptxas would
+// otherwise repeat inside the kernel's loops. Items are inline (N = the capacity) when the
+// whole block fits the 32764-byte kernel-parameter limit; otherwise N = 0 and `items` points to
+// a table uploaded to device memory per launch.
 //
 // Image graphs whose items do not fit inline may still have a compact block, when it fits:
-//   struct Params { double values[V]; long long n_items; const Item* items;
-//                   long long out_step[O]; Item common; int crops[N][4]; }
+//   struct Params { double values[V]; float values_f32[2 F]; long long n_items;
+//                   const Item* items; long long out_step[O]; Item common; int crops[N][4]; }
 // A uniform launch (every item binds the same tensors: one frame, many crops, batched outputs;
 // LaunchPlan::uniform_items) sets items to null and passes item 0 as `common`, each item's crop
 // rectangle (x, y, width, height) in `crops` and each output's byte step from one item's slice to
@@ -37,6 +41,10 @@
 namespace kf {
 namespace fusion {
 
+// Threads per block of every generated kernel (its __launch_bounds__; tensor graphs index
+// per-thread shared-memory slots by threadIdx.x).
+constexpr int kBlockThreads = 256;
+
 // The kernel-parameter limit of sm_70+ with CUDA 12.1+ (32764), rounded down to 8 bytes.
 constexpr size_t kMaxParamBytes = 32760;
 
@@ -54,9 +62,10 @@ struct ParamLayout {
   int32_t shape_slots = 1;  // tensor graphs: max(rank, 1)
   int32_t n_inputs = 0;
   int32_t n_outputs = 0;
-  int32_t n_values = 0;     // Graph::values.size()
-  int32_t value_slots = 1;  // max(n_values, 1)
-  int32_t capacity = 1;     // max_items
+  int32_t n_values = 0;         // Graph::values.size()
+  int32_t value_slots = 1;      // max(n_values, 1)
+  int32_t f32_value_slots = 1;  // max((n_values + 1) / 2, 1): values_f32, two to a slot
+  int32_t capacity = 1;         // max_items
   bool inline_items = true;
   bool compact = false;         // image graphs, items not inline: out_step, common, crops (above)
   int32_t vector_elements = 1;  // tensor graphs: elements per thread and step in kVector mode
@@ -64,10 +73,13 @@ struct ParamLayout {
   int32_t unroll = 1;  // tensor graphs: vectors per binding per thread and step in kVector mode
   bool persistent = false;  // tensor graphs: blocks loop (heavy graphs), else one pass
   size_t item_slots = 0;
-  size_t header_slots = 0;  // values, n_items, items
+  size_t header_slots = 0;  // values, values_f32, n_items, items
   size_t param_bytes = 0;   // the whole kernel parameter
 
   size_t item_bytes() const { return item_slots * 8; }
+  // The slot of values_f32[0] and of n_items (items follows).
+  size_t f32_values_slot() const { return static_cast<size_t>(value_slots); }
+  size_t n_items_slot() const { return f32_values_slot() + static_cast<size_t>(f32_value_slots); }
   // Compact blocks: the slot of out_step[0], of `common` and of crops[0].
   size_t out_step_slot() const { return header_slots; }
   size_t common_slot() const { return header_slots + static_cast<size_t>(n_outputs); }

@@ -1106,9 +1106,12 @@ TEST_F(RandomGraphTest, BenchmarkChainsMatchTheCpuBitForBit) {
       fusion_test::GraphHandle g(ctx()), cpu_graph(cpu);
       const std::vector<int32_t> scalars = build(g, dtype, n_ops);
       build(cpu_graph, dtype, n_ops);  // the same node ids
-      fusion_test::KernelHandle k = fusion_test::compile(g);
+      constexpr int32_t kItems = 3;    // the batched launch below
+      fusion_test::KernelHandle k = fusion_test::compile(g, kItems);
       fusion_test::KernelHandle cpu_kernel;
-      KF_ASSERT_OK(kf_graph_compile(cpu_graph, nullptr, &cpu_kernel.k));
+      kf_compile_options_t cpu_options = KF_COMPILE_OPTIONS_INIT;
+      cpu_options.max_items = kItems;
+      KF_ASSERT_OK(kf_graph_compile(cpu_graph, &cpu_options, &cpu_kernel.k));
       ASSERT_NE(k.k, nullptr);
       if (kf_test::device_under_test() == KF_DEVICE_CUDA) {
         const auto sources = source_of(g, k.k);
@@ -1148,6 +1151,85 @@ TEST_F(RandomGraphTest, BenchmarkChainsMatchTheCpuBitForBit) {
                             << ", the CPU " << got[1][e].f;
           }
           ASSERT_EQ(bad, 0u);
+        }
+      }
+      // One launch of items of different sizes: the blocks take the items in turn (on CUDA a
+      // heavy chain's resident blocks stage each item's loads in shared memory: nothing of one
+      // item may reach the next).
+      SCOPED_TRACE(std::string(row_test::dtype_name(dtype)) + ", " + std::to_string(n_ops) +
+                   " ops, a batch of " + std::to_string(kItems) + " items");
+      const int64_t batch[kItems] = {sizes.back(), 1, 5 * 4096 + 7};
+      std::vector<std::vector<Num>> ins;
+      for (const int64_t n : batch) {
+        ins.push_back(random_input(dtype, static_cast<size_t>(n), rng));
+        for (size_t e = 0; e < ins.back().size(); e += 97) ins.back()[e].f = -0.0;
+      }
+      std::vector<std::vector<std::vector<Num>>> got;
+      for (kf_context_t* c : {ctx(), static_cast<kf_context_t*>(cpu)}) {
+        std::vector<DeviceTensor> inputs, outputs;
+        std::vector<const kf_tensor_t*> in_handles;
+        std::vector<kf_tensor_t*> out_handles;
+        for (int i = 0; i < kItems; ++i) {
+          inputs.push_back(fusion_test::make_tensor(c, dtype, {batch[i]}, false, rng));
+          outputs.push_back(fusion_test::make_tensor(c, dtype, {batch[i]}, false, rng));
+          fusion_test::upload(inputs.back(), ins[static_cast<size_t>(i)]);
+          fusion_test::poison(outputs.back());
+          in_handles.push_back(inputs.back().handle());
+          out_handles.push_back(outputs.back().handle());
+        }
+        KF_ASSERT_OK(
+            fusion_test::launch(c == ctx() ? k.k : cpu_kernel.k, kItems, in_handles, out_handles));
+        got.emplace_back();
+        for (const DeviceTensor& o : outputs)
+          got.back().push_back(fusion_test::download(o, "item"));
+      }
+      for (int i = 0; i < kItems; ++i) {
+        size_t bad = 0;
+        for (size_t e = 0; e < got[0][i].size(); ++e) {
+          if (!same(got[0][i][e].f, got[1][i][e].f) && bad++ < 10)
+            ADD_FAILURE() << "item " << i << " element " << e << ": got " << got[0][i][e].f
+                          << ", the CPU " << got[1][i][e].f;
+        }
+        ASSERT_EQ(bad, 0u) << "item " << i;
+      }
+    }
+  }
+}
+
+// ReLU is max(x, +0) with NaN propagating, bit for bit on both backends: negative values and
+// both zeros give +0, NaN stays NaN, +inf stays +inf. Dense (the vector path and its tail) and
+// strided outputs, f32, bf16 and f64.
+TEST_F(RandomGraphTest, ReluGivesPositiveZeroAndPropagatesNaN) {
+  const double kValues[] = {-0.0, 0.0, -1.0, 1.0, -1e-30, 1e-30, -INFINITY, INFINITY, NAN, 2.5};
+  const size_t m = sizeof kValues / sizeof kValues[0];
+  for (const kf_dtype_t dtype : {KF_DTYPE_FLOAT32, KF_DTYPE_BFLOAT16, KF_DTYPE_FLOAT64}) {
+    SCOPED_TRACE(row_test::dtype_name(dtype));
+    fusion_test::GraphHandle g(ctx());
+    Builder b{g};
+    b.output(b.activation(KF_ACTIVATION_RELU, b.tensor(dtype, 1)));
+    fusion_test::KernelHandle k = fusion_test::compile(g);
+    ASSERT_NE(k.k, nullptr);
+    const int64_t n = 1027;
+    std::vector<Num> in(static_cast<size_t>(n));
+    for (size_t e = 0; e < in.size(); ++e) in[e].f = kValues[e % m];
+    std::mt19937_64 rng(11);
+    DeviceTensor input = fusion_test::make_tensor(ctx(), dtype, {n}, false, rng);
+    fusion_test::upload(input, in);
+    const std::vector<Num> stored = fusion_test::download(input, "input");  // rounded to dtype
+    for (const bool strided : {false, true}) {
+      DeviceTensor output = fusion_test::make_tensor(ctx(), dtype, {n}, strided, rng);
+      fusion_test::poison(output);
+      KF_ASSERT_OK(fusion_test::launch(k, 1, {input.handle()}, {output.handle()}));
+      const std::vector<Num> got = fusion_test::download(output, "relu");
+      for (size_t e = 0; e < got.size(); ++e) {
+        const double x = stored[e].f;
+        const double want = std::isnan(x) ? x : (x > 0 ? x : 0.0);
+        const double value = got[e].f;
+        if (std::isnan(want)) {
+          ASSERT_TRUE(std::isnan(value)) << "element " << e;
+        } else {
+          ASSERT_EQ(value, want) << "element " << e << " (x " << x << ")";
+          ASSERT_FALSE(std::signbit(value)) << "element " << e << " (x " << x << ")";
         }
       }
     }

@@ -32,7 +32,6 @@ namespace kf {
 namespace fusion {
 namespace {
 
-constexpr unsigned kBlockThreads = 256;
 constexpr size_t kMaxStagingSlots = 64;
 
 // Pinned host buffers for item tables, each reusable once its event has completed.
@@ -180,6 +179,13 @@ class CudaProgram final : public Program {
     }
   }
 
+  // The launch values, as doubles and rounded to float (kernel_params.hpp).
+  void write_values(const LaunchPlan& plan, int64_t* block) const {
+    std::copy(plan.values.begin(), plan.values.end(), reinterpret_cast<double*>(block));
+    float* f32 = reinterpret_cast<float*>(block + layout_.f32_values_slot());
+    for (size_t i = 0; i < plan.values.size(); ++i) f32[i] = static_cast<float>(plan.values[i]);
+  }
+
   // A uniform image launch through the compact block: item 0 as `common`, the rectangles copied
   // as they are (kf_rect_t is x, y, width, height in int32, as the kernel's int[4]).
   void launch_uniform(const LaunchPlan& plan, cudaStream_t stream) const {
@@ -188,9 +194,9 @@ class CudaProgram final : public Program {
     const size_t total_slots = layout_.param_bytes / sizeof(int64_t);
     if (block.size() < total_slots) block.resize(total_slots);
     const size_t n_items = static_cast<size_t>(plan.uniform_items);
-    std::copy(plan.values.begin(), plan.values.end(), reinterpret_cast<double*>(block.data()));
-    block[layout_.value_slots] = static_cast<int64_t>(n_items);
-    block[layout_.value_slots + 1] = 0;  // items: null, the uniform form
+    write_values(plan, block.data());
+    block[layout_.n_items_slot()] = static_cast<int64_t>(n_items);
+    block[layout_.n_items_slot() + 1] = 0;  // items: null, the uniform form
     for (size_t o = 0; o < plan.output_steps.size(); ++o)
       block[layout_.out_step_slot() + o] = plan.output_steps[o];
     const Item& item = plan.items[0];
@@ -218,9 +224,9 @@ class CudaProgram final : public Program {
     const size_t total_slots =
         std::max(header + n_items * item_slots, layout_.param_bytes / sizeof(int64_t));
     if (block.size() < total_slots) block.resize(total_slots);
-    std::copy(plan.values.begin(), plan.values.end(), reinterpret_cast<double*>(block.data()));
-    block[layout_.value_slots] = static_cast<int64_t>(n_items);
-    block[layout_.value_slots + 1] = 0;
+    write_values(plan, block.data());
+    block[layout_.n_items_slot()] = static_cast<int64_t>(n_items);
+    block[layout_.n_items_slot() + 1] = 0;
 
     int64_t* items = block.data() + header;
     int64_t max_units = 0, max_h = 0, max_w = 0;
@@ -268,7 +274,7 @@ class CudaProgram final : public Program {
       table = pool_->allocate(bytes, stream);
       cuda::check(cudaMemcpyAsync(table, slot->host, bytes, cudaMemcpyHostToDevice, stream),
                   "copying the item table to the device");
-      std::memcpy(&block[layout_.value_slots + 1], &table, sizeof table);
+      std::memcpy(&block[layout_.n_items_slot() + 1], &table, sizeof table);
       void* params[] = {block};
       cuda::launch_library_kernel(kernel_, grid, threads, 0, stream, params, "fused kernel");
       cuda::check(cudaEventRecord(slot->done, stream), "recording a staging event");
