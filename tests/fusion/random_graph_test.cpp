@@ -1090,12 +1090,13 @@ TEST_F(RandomGraphTest, BenchmarkChainsMatchTheCpuBitForBit) {
   }
   // The source a graph reports is the one its kernel was compiled from: the layout (one pass or
   // looping blocks) depends on the device's balance, and both must use the context's.
-  auto source_of = [](kf_graph_t* g, const kf_fused_kernel_t* k) {
+  auto source_of = [](kf_graph_t* g, const kf_compile_options_t* options,
+                      const kf_fused_kernel_t* k) {
     std::string from_graph, from_kernel;
     size_t length = 0;
-    EXPECT_EQ(kf_graph_get_source(g, nullptr, nullptr, 0, &length), KF_SUCCESS);
+    EXPECT_EQ(kf_graph_get_source(g, options, nullptr, 0, &length), KF_SUCCESS);
     from_graph.assign(length, '\0');
-    EXPECT_EQ(kf_graph_get_source(g, nullptr, &from_graph[0], length, &length), KF_SUCCESS);
+    EXPECT_EQ(kf_graph_get_source(g, options, &from_graph[0], length, &length), KF_SUCCESS);
     EXPECT_EQ(kf_fused_kernel_get_source(k, nullptr, 0, &length), KF_SUCCESS);
     from_kernel.assign(length, '\0');
     EXPECT_EQ(kf_fused_kernel_get_source(k, &from_kernel[0], length, &length), KF_SUCCESS);
@@ -1107,14 +1108,14 @@ TEST_F(RandomGraphTest, BenchmarkChainsMatchTheCpuBitForBit) {
       const std::vector<int32_t> scalars = build(g, dtype, n_ops);
       build(cpu_graph, dtype, n_ops);  // the same node ids
       constexpr int32_t kItems = 3;    // the batched launch below
+      kf_compile_options_t options = KF_COMPILE_OPTIONS_INIT;
+      options.max_items = kItems;
       fusion_test::KernelHandle k = fusion_test::compile(g, kItems);
       fusion_test::KernelHandle cpu_kernel;
-      kf_compile_options_t cpu_options = KF_COMPILE_OPTIONS_INIT;
-      cpu_options.max_items = kItems;
-      KF_ASSERT_OK(kf_graph_compile(cpu_graph, &cpu_options, &cpu_kernel.k));
+      KF_ASSERT_OK(kf_graph_compile(cpu_graph, &options, &cpu_kernel.k));
       ASSERT_NE(k.k, nullptr);
       if (kf_test::device_under_test() == KF_DEVICE_CUDA) {
-        const auto sources = source_of(g, k.k);
+        const auto sources = source_of(g, &options, k.k);
         EXPECT_GT(sources.first.size(), 1u);
         EXPECT_EQ(sources.first, sources.second);
       }
