@@ -79,7 +79,7 @@ typedef enum kf_dtype_t {
 /** @brief Activation applied by fused operations. */
 typedef enum kf_activation_t {
   KF_ACTIVATION_NONE = 0,      /**< Identity. */
-  KF_ACTIVATION_RELU = 1,      /**< max(x, 0). */
+  KF_ACTIVATION_RELU = 1,      /**< max(x, +0): -0 and negatives give +0, NaN stays NaN. */
   KF_ACTIVATION_GELU = 2,      /**< x * Phi(x), exact (erf) form. */
   KF_ACTIVATION_GELU_TANH = 3, /**< GELU, tanh approximation. */
   KF_ACTIVATION_SILU = 4,      /**< x * sigmoid(x). */
