@@ -695,12 +695,14 @@ class Generator {
         });
         w_.line("copy_async_commit();");
       };
+      // Stages 0 .. kStages - 2 hold the first steps; each iteration copies the step
+      // kStages - 1 ahead into the stage read last (`fill`), then waits for the oldest group.
       w_.line("long long g0 = %s;", first_vector);
-      copy_step("0u", "g0");
-      copy_step("1u", "(g0 + step)");
-      w_.open("for (unsigned s = 0, s2 = 2; g0 < groups; g0 += step)");
-      copy_step("s2", "(g0 + 2 * step)");
-      w_.line("copy_async_wait_all_but_two();");
+      for (int j = 0; j + 1 < kStages; ++j)
+        copy_step(format("%du", j).c_str(), format("(g0 + %d * step)", j).c_str());
+      w_.open(format("for (unsigned s = 0, fill = %du; g0 < groups; g0 += step)", kStages - 1));
+      copy_step("fill", format("(g0 + %d * step)", kStages - 1).c_str());
+      w_.line("copy_async_wait_all_but_newest();");
       declare_raw();
       live_inputs([&](int b, std::pair<const char*, int> v) {
         w_.line("#pragma unroll");
@@ -709,8 +711,8 @@ class Generator {
             "sizeof(stage%d[0]) + k * sizeof(stage%d[0][0]));",
             v.second, b, v.first, b, b, b);
       });
-      w_.line("s2 = s;");
-      w_.line("s = s == 2u ? 0u : s + 1u;");
+      w_.line("fill = s;");
+      w_.line("s = s == %du ? 0u : s + 1u;", kStages - 1);
       compute_and_store("g0");
       w_.close();
     }
@@ -769,15 +771,10 @@ class Generator {
     w_.line("return *static_cast<const T*>(__cvta_shared_to_generic(at));");
     w_.line("#endif");
     w_.close();
-    w_.open("__device__ __forceinline__ void copy_async_wait_all_but_two()");
+    w_.line("// Waits for every committed group but the newest kStages - 1.");
+    w_.open("__device__ __forceinline__ void copy_async_wait_all_but_newest()");
     w_.line("#if __CUDA_ARCH__ >= 800");
-    w_.line("asm volatile(\"cp.async.wait_group 2;\");");
-    w_.line("#endif");
-    w_.close();
-    w_.line("// Waits for every committed group but the latest.");
-    w_.open("__device__ __forceinline__ void copy_async_wait_all_but_last()");
-    w_.line("#if __CUDA_ARCH__ >= 800");
-    w_.line("asm volatile(\"cp.async.wait_group 1;\");");
+    w_.line("asm volatile(\"cp.async.wait_group %d;\");", kStages - 1);
     w_.line("#endif");
     w_.close();
     w_.blank();
