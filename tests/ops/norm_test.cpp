@@ -202,7 +202,7 @@ TEST_P(NormTest, VectorRowsWithChunksPastTheEnd) {
 TEST_P(NormTest, LargeMean) {
   if (dtype() == KF_DTYPE_FLOAT16 || dtype() == KF_DTYPE_BFLOAT16)
     GTEST_SKIP() << "1e4 +- 3 is not representable beyond a few values in half types";
-  for (int64_t length : {64, 1000, 4097, 40000})
+  for (int64_t length : {64, 1000, 4097, 40000, 262144})
     check_layer_norm(3, length, true, KF_ACTIVATION_NONE, 77 + length, 1e4);
 }
 
@@ -222,6 +222,10 @@ TEST_P(NormTest, LargeMeanSmallSpread) {
     for (int64_t length : {1000, 5000, 16384})
       check_layer_norm(2, length, false, KF_ACTIVATION_NONE, salt += 3, 1e4, spread, &first);
   }
+  // Rows that CUDA splits over a cluster of 3 and of 16 blocks (f32), each block's statistics
+  // taken about its own mean and combined about the first block's.
+  for (int64_t length : {40000, 262144})
+    check_layer_norm(2, length, true, KF_ACTIVATION_NONE, salt += 3, 1e4, spread);
 }
 
 // Row lengths that leave the last threads of each register-cached tile policy (1..32 lanes, a

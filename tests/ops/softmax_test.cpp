@@ -141,6 +141,29 @@ TEST_P(SoftmaxTest, FullyMaskedRows) {
   }
 }
 
+// Long rows (on CUDA a cluster of blocks per row: 3 blocks for f32, 2 for 16-bit rows) whose
+// blocks see different things: a row with no mask, a fully masked row, and a row hidden for its
+// first two thirds, so that some blocks see only -inf while the others hold the row's maximum
+// and sum.
+TEST_P(SoftmaxTest, MaskedBlocksOfLongRows) {
+  const int64_t length = 40000;
+  const Shape shape{3, length};
+  Tensor x = tensor(shape), mask = tensor(shape), out = tensor(shape);
+  const auto xv = fill(x, dtype(), static_cast<size_t>(3 * length), seed(350));
+  std::vector<double> mv(static_cast<size_t>(3 * length), 0.0);
+  for (int64_t c = 0; c < length; ++c) {
+    mv[static_cast<size_t>(length + c)] = -INFINITY;
+    mv[static_cast<size_t>(2 * length + c)] = c < 2 * length / 3 ? -INFINITY : 1.0;
+  }
+  kf_test::upload(mask, mv);
+  for (bool log : {false, true}) {
+    kf_test::poison(out);
+    KF_ASSERT_OK((log ? kf_log_softmax : kf_fused_softmax)(ctx(), x, mask, out, 0.5, 0, nullptr));
+    expect_close_inf(kf_test::download(out), softmax_ref(xv, shape, mv, shape, 0.5, false, log),
+                     kf_test::tolerance(dtype()), log ? "log softmax" : "softmax");
+  }
+}
+
 TEST_P(SoftmaxTest, StridedAndInPlace) {
   const uint64_t s = seed(400);
   // x: [3,5,33] view of [5,3,40] (leading dims transposed, offset rows); out: column stride 2.

@@ -356,9 +356,47 @@ __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
   }
 }
 
+// A block's layer-norm sums for the clustered kernel's one exchange a row: its own mean as the
+// shift, and the sums of d = h - shift and of d^2 over its slice.
+template <class T>
+struct ShiftedSums {
+  T shift, d, d2, unused;  // 16 bytes: one slot of rows::ClusterMailbox
+};
+
+// The row's statistics from its blocks' ShiftedSums (rows::ClusterReducer::exchange), about
+// block 0's shift: each block's mean offset from it, e = (shift_b - shift_0) + d_b / n_b (the
+// first difference exact for nearby shifts), and its sum of squares about its own mean,
+// m2 = d2_b - d_b^2 / n_b; then the row's offset c = sum(n_b e) / n and its sum of squares
+// about the mean, sum(m2 + n_b (e - c)^2) (the parallel form of Chan, Golub and LeVeque). Each
+// sum is one butterfly over lanes that hold a block each. Returns {shift_0, n c, that sum}, so
+// that the mean is shift_0 + c: a row with mean 1e4 and std 1e-2 keeps its variance.
+template <class T>
+struct MergeShiftedSums {
+  int64_t n;      // the row's length
+  int64_t slice;  // a block's columns (the last block's may be fewer)
+  template <class Value>
+  __device__ ShiftedSums<T> operator()(unsigned blocks, Value value) const {
+    const T base = value(0).shift;
+    const ShiftedSums<T> mine =
+        rows::cluster_value_of_lane(blocks, value, ShiftedSums<T>{base, T(0), T(0), T(0)});
+    const int64_t first = static_cast<int64_t>(threadIdx.x % rows::kMaxClusterBlocks) * slice;
+    const T count = first < n ? static_cast<T>(n - first < slice ? n - first : slice) : T(0);
+    const T q = count > T(0) ? mine.d / count : T(0);
+    const T e = (mine.shift - base) + q;
+    const T offset = rows::lanes_reduce(count * e, rows::Plus{}, rows::kMaxClusterBlocks);
+    const T c = offset / static_cast<T>(n);
+    const T m2 = (mine.d2 - mine.d * q) + count * (e - c) * (e - c);
+    return {base, offset, rows::lanes_reduce(m2, rows::Plus{}, rows::kMaxClusterBlocks), T(0)};
+  }
+};
+
 // Staged rows (core/ops/rows/staged.cuh): x (and the residual) are copied to shared memory, then
 // the passes read them there: h (= x + residual, written back over the staged x), the mean,
-// the sums of differences from it, and the output. Each thread touches the same columns in
+// the sums of differences from it, and the output. In a cluster the layer norm's first two
+// passes take the block's own mean and sums, combined in one exchange (MergeShiftedSums)
+// instead of one for the mean and one for the sums: H200 A/B (2026-11-27 03:31Z, kf-bench, same
+// call, two passes), % of copy at rows of 262144, f32 / f16 / bf16: 50.6 / 57.8 / 54.2 -> 51.7 /
+// 59.2 / 56.4. Each thread touches the same columns in
 // every pass, so a thread only reads back what it wrote itself.
 // Three blocks per SM, as softmax's staged kernel (see there): on an H200 (2026-11-26T11:18Z)
 // 16-bit rows of 262144 went from 35-43 to 41-49 % of copy with it, f32 rows were unchanged.
@@ -469,7 +507,11 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
       }
       T shift = 0, center = 0, rstd;
       if (p.kind == Kind::layer) {
-        shift = reduce(sum) / count;
+        // Clustered: each block's own mean is the shift of its sums, and the blocks' shifts and
+        // sums meet in one exchange (ShiftedSums); else the row's mean is the shift.
+        shift = kClustered ? rows::group_reduce(sum, rows::Plus{}, g.group, scratch) /
+                                 static_cast<T>(length)
+                           : reduce(sum) / count;
         Sums<T> sums{0, 0};
         for (int c = lane * V; c < length; c += g.group * V) {
           const Vec hv = *reinterpret_cast<const Vec*>(h_row + c);
@@ -481,10 +523,18 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
           }
         }
         sums = rows::group_reduce(sums, AddSums{}, g.group, pair_scratch);
-        if constexpr (kClustered) sums = cluster.reduce(sums, AddSums{});
-        const auto s = math::stats::layer_norm_stats<T>(sums.d, sums.d2, count, eps);
-        center = s.center;
-        rstd = s.rstd;
+        if constexpr (kClustered) {
+          const ShiftedSums<T> row = cluster.exchange(ShiftedSums<T>{shift, sums.d, sums.d2, T(0)},
+                                                      MergeShiftedSums<T>{n, g.slice});
+          shift = row.shift;
+          center = row.d / count;
+          // row.d2 is the sum of squares about the mean: no centre to take off.
+          rstd = math::stats::layer_norm_stats<T>(T(0), row.d2, count, eps).rstd;
+        } else {
+          const auto s = math::stats::layer_norm_stats<T>(sums.d, sums.d2, count, eps);
+          center = s.center;
+          rstd = s.rstd;
+        }
         if (lane == 0 && rank == 0 && length > 0) {
           if (p.mean.data)
             static_cast<T*>(p.mean.data)[rows::row_offset_cold(w, p.mean, row)] = shift + center;

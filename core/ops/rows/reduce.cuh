@@ -148,12 +148,26 @@ class ClusterReducer {
   // block), in rank order; v itself without a cluster. Every thread of the block must call it.
   template <class T, class Op>
   __device__ T reduce(T v, Op op) {
+    return exchange(v, [&](unsigned blocks, auto value) {
+      T total = value(0);
+      for (unsigned r = 1; r < blocks; ++r) total = op(total, value(r));
+      return total;
+    });
+  }
+
+  // Sends v (the same in every thread of a block) to every block of the cluster and returns
+  // combine(blocks, value), where value(r) is block r's v (r < blocks); without a cluster,
+  // combine(1, value) with value(0) = v. combine must give every block the same bits (it sees
+  // the same values in every block). Every thread of the block must call it.
+  template <class T, class Combine>
+  __device__ auto exchange(T v, Combine combine) {
     static_assert(sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16, "one to four words");
+    const auto own = [&](unsigned) { return v; };
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     // The cluster's shape is read when needed rather than kept: the kernels using this run at
     // their register bound (a first version that kept it spilled the f16 clustered norm kernel).
     const unsigned blocks = cluster_blocks();
-    if (blocks == 1) return v;
+    if (blocks == 1) return combine(1u, own);
     const unsigned inbox = round_ & 1, parity = (round_ >> 1) & 1;
     ++round_;
     __syncthreads();  // this block has read what the inbox held two exchanges ago
@@ -197,12 +211,9 @@ class ClusterReducer {
           : "r"(barrier(inbox)), "r"(parity)
           : "memory");
     } while (!landed);
-    T total = value<T>(inbox, 0);
-    for (unsigned r = 1; r < blocks; ++r) total = op(total, value<T>(inbox, r));
-    return total;
+    return combine(blocks, [&](unsigned r) { return value<T>(inbox, r); });
 #else
-    (void)op;
-    return v;
+    return combine(1u, own);
 #endif
   }
 
@@ -254,5 +265,14 @@ class ClusterReducer {
   unsigned box_;        // the mailbox's shared-memory address
   unsigned round_ = 0;  // exchanges so far
 };
+
+// For ClusterReducer::exchange's combine: block r's value in lanes r and r + 16 of every warp,
+// `identity` in the lanes of ranks past the cluster, so that lanes_reduce(..., 16) folds the
+// cluster's values in one butterfly (the same bits in every lane, warp and block).
+template <class T, class Value>
+__device__ __forceinline__ T cluster_value_of_lane(unsigned blocks, Value value, T identity) {
+  const unsigned r = threadIdx.x % kMaxClusterBlocks;
+  return r < blocks ? value(r) : identity;
+}
 
 }  // namespace kf::rows

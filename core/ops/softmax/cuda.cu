@@ -246,16 +246,36 @@ __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
   }
 }
 
+// The row's maximum and sum of exp from its blocks' own (rows::ClusterReducer::exchange): the
+// maximum by a butterfly over lanes that hold a block's values each, then each block's sum
+// rescaled to it (exp(block max - max), nothing from a block that saw only -inf) and added by a
+// second butterfly. A row with nothing but -inf keeps max = -inf and sum = 0.
+template <class Prim, class T>
+struct MergeMaxSums {
+  template <class Value>
+  __device__ math::stats::MaxSum<T> operator()(unsigned blocks, Value value) const {
+    const T minus_inf = math::stats::negative_infinity<T>();
+    const math::stats::MaxSum<T> mine =
+        rows::cluster_value_of_lane(blocks, value, math::stats::MaxSum<T>{minus_inf, T(0)});
+    const T max = rows::lanes_reduce(mine.max, rows::Larger{}, rows::kMaxClusterBlocks);
+    const T term = mine.max == minus_inf ? T(0) : mine.sum * Prim::exp(mine.max - max);
+    return {max, rows::lanes_reduce(term, rows::Plus{}, rows::kMaxClusterBlocks)};
+  }
+};
+
 // Staged rows (core/ops/rows/staged.cuh): x is copied to shared memory; pass 1 takes the row's
 // maximum, pass 2 its sum of exp, pass 3 writes (the same exact two-pass statistics as the
-// register-cached kernel). The mask, when present, is read from global memory in each pass: it
-// is usually broadcast over rows, so it stays in L1/L2. Three blocks per SM: Nsight Compute on an
-// H200 (2026-11-26) showed the clustered kernel of f32 rows of 262144 at two resident blocks
-// (106 registers, and a 135 KiB shared-memory carveout), 3.8 warps per scheduler and 27 % of DRAM
-// bandwidth; with this bound (80 registers, 8-40 bytes of spill) and the carveout raised
-// (prepare_staged_kernel), those rows went from 34.8 to 41.0 % of copy (f32) and from 30 to 33 %
-// (f16, bf16). Nsight Compute then (H200, 14:32Z) counted 82 instructions per f32 element,
-// issue-bound: the staging divided and found the row's offset per 16-byte vector (~90
+// register-cached kernel). In a cluster, passes 1 and 2 take the block's own maximum and sum,
+// and one exchange combines them (MergeMaxSums): H200 A/B (2026-11-27 03:31Z, kf-bench, same
+// call, two passes), % of copy at rows of 262144, f32 / f16 / bf16: 70.7 / 68.8 / 64.4 with an
+// exchange for each, 72.9 / 70.4 / 67.0 with one. The mask, when present, is read from global
+// memory in each pass: it is usually broadcast over rows, so it stays in L1/L2. Three blocks per
+// SM: Nsight Compute on an H200 (2026-11-26) showed the clustered kernel of f32 rows of 262144 at
+// two resident blocks (106 registers, and a 135 KiB shared-memory carveout), 3.8 warps per
+// scheduler and 27 % of DRAM bandwidth; with this bound (80 registers, 8-40 bytes of spill) and the
+// carveout raised (prepare_staged_kernel), those rows went from 34.8 to 41.0 % of copy (f32) and
+// from 30 to 33 % (f16, bf16). Nsight Compute then (H200, 14:32Z) counted 82 instructions per f32
+// element, issue-bound: the staging divided and found the row's offset per 16-byte vector (~90
 // instructions each), and every pass tested the mask and the causal rule in 64 bits. The
 // staging now finds a long row's source once, the passes count in 32 bits, and kMasked (a mask
 // or the causal rule applies) is a separate instantiation: ~32 instructions per element, and
@@ -353,7 +373,6 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
         for (int e = 0; e < V; ++e) max = v[e] > max ? v[e] : max;
       }
       max = rows::group_reduce(max, rows::Larger{}, g.group, scratch);
-      if constexpr (kClustered) max = cluster.reduce(max, rows::Larger{});
       T sum = 0;
       if (max != minus_inf) {
         for (int c = lane * V; c < seen; c += g.group * V) {
@@ -364,7 +383,13 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
         }
       }
       sum = rows::group_reduce(sum, rows::Plus{}, g.group, scratch);
-      if constexpr (kClustered) sum = cluster.reduce(sum, rows::Plus{});
+      if constexpr (kClustered) {
+        // One exchange a row: each block's maximum and its sum of exp relative to it.
+        const st::MaxSum<T> row =
+            cluster.exchange(st::MaxSum<T>{max, sum}, MergeMaxSums<Prim, T>{});
+        max = row.max;
+        sum = row.sum;
+      }
       S* out = static_cast<S*>(p.out.data) + rows::row_offset_cold(w, p.out, row) + first_col;
       // Hidden columns (and every column of a fully masked row) give 0 (log-softmax: -inf).
       const auto write_hidden = [&](int from) {
