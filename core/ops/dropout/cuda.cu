@@ -13,8 +13,8 @@
 // draws one Philox-4x32-10 block (10 rounds of two 32x32->64 multiplies and two 3-way XORs, ~45
 // instructions with the key schedule read from the kernel's parameters) and evaluates four GELUs
 // (erf: CUDA's erff for f32 and f64, math::HalfStorage's shorter one for f16/bf16). A 16-byte
-// vector of f16 is eight elements, so it costs about 370 instructions against ~330 issue slots
-// that the memory system leaves per vector at the copy rate.
+// vector of f16 is eight elements: the loop body is 273 instructions a vector (SASS, sm_90),
+// against ~330 issue slots that an H200's memory system leaves per vector at the copy rate.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -62,17 +62,21 @@ struct Rng {
   uint32_t keep_threshold;
   // uniform24(w) >= t, i.e. (w >> 8) >= t, is w > t * 256 - 1 for t in [1, 2^24]: one compare.
   uint32_t keep_above;
-  // The four keep decisions of Philox block `block` (all kept when keep_threshold == 0, without
-  // drawing: the branch is uniform across the grid).
+  // The four keep decisions of Philox block `block`, drawn (keep_threshold > 0).
+  __device__ __forceinline__ void draw4(uint64_t block, bool kept[4]) const {
+    const math::PhiloxWords words = math::philox_block(keys, offset, block);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) kept[e] = words.v[e] > keep_above;
+  }
+  // The same, all kept when keep_threshold == 0, without drawing (the branch is uniform across
+  // the grid).
   __device__ __forceinline__ void keep4(uint64_t block, bool kept[4]) const {
     if (keep_threshold == 0) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) kept[e] = true;
       return;
     }
-    const math::PhiloxWords words = math::philox_block(keys, offset, block);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) kept[e] = words.v[e] > keep_above;
+    draw4(block, kept);
   }
   // The keep decision of element i alone (word i % 4 picked without indexing a local array).
   __device__ __forceinline__ bool keep(int64_t i) const {
@@ -126,7 +130,10 @@ union Group {
   S v[Elements];
 };
 
-template <class Policy, class S>
+// kDraws: keep_threshold > 0, a separate instantiation. With keep4's uniform branch in the loop,
+// the two paths' decisions met as bytes: each was selected to 0 or 1, sign-extended and compared
+// again before its select and its mask bit (three instructions an element, SASS, sm_90).
+template <class Policy, class S, bool kDraws>
 __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
     vector_kernel(VectorArgs<S> args) {
   constexpr int kElements = Policy::elements;
@@ -154,8 +161,8 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
     uint32_t mask_bits[kElements / 4];  // one byte per element, little-endian
 #pragma unroll
     for (int b = 0; b < kElements / 4; ++b) {
-      bool kept[4];
-      args.rng.keep4(static_cast<uint64_t>(g) * (kElements / 4) + b, kept);
+      bool kept[4] = {true, true, true, true};
+      if constexpr (kDraws) args.rng.draw4(static_cast<uint64_t>(g) * (kElements / 4) + b, kept);
       mask_bits[b] = 0;
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
@@ -241,7 +248,12 @@ void launch_vector(const Plan& p, int sms, cudaStream_t stream) {
       grid_size(work, Policy::threads, sms, Policy::waves * Policy::min_blocks_per_sm);
   args.per_block =
       (args.groups + grid * Policy::threads - 1) / (grid * Policy::threads) * Policy::threads;
-  vector_kernel<Policy, S><<<static_cast<unsigned>(grid), Policy::threads, 0, stream>>>(args);
+  if (args.rng.keep_threshold != 0)
+    vector_kernel<Policy, S, true>
+        <<<static_cast<unsigned>(grid), Policy::threads, 0, stream>>>(args);
+  else
+    vector_kernel<Policy, S, false>
+        <<<static_cast<unsigned>(grid), Policy::threads, 0, stream>>>(args);
   cuda::check(cudaGetLastError(), "dropout kernel launch");
 }
 
