@@ -5,11 +5,13 @@
 // mask, drawing one Philox block (four numbers) per four elements; the few elements after the
 // last whole vector are done one by one. Everything else runs the strided kernel, one Philox
 // block per thread and per four consecutive row-major indices. The vector kernel gives each block
-// an equal contiguous share of a grid of one pass (f32, f64) or eight waves of resident blocks
-// (16-bit; VectorPolicy::waves); the strided kernel runs one full wave. Launches are
-// asynchronous: no allocation, no synchronisation.
+// an equal contiguous share of a grid of four (f32, f64) or eight (16-bit) waves of resident
+// blocks (VectorPolicy::waves); f32 and f64 stage x through shared memory, three groups ahead
+// (VectorPolicy::staged). The strided kernel runs one full wave. Launches are asynchronous: no
+// allocation, no synchronisation.
 //
-// Cost: the kernel is bound by instruction issue, not memory, on an H200. Per four elements it
+// Cost: the 16-bit kernels are bound by instruction issue, not memory, on an H200. Per four
+// elements it
 // draws one Philox-4x32-10 block (10 rounds of two 32x32->64 multiplies and two 3-way XORs, ~45
 // instructions with the key schedule read from the kernel's parameters) and evaluates four GELUs
 // (erf: CUDA's erff for f32 and f64, math::HalfStorage's shorter one for f16/bf16). A 16-byte
@@ -41,12 +43,21 @@ struct VectorPolicy {
   static constexpr int vectors = elements * static_cast<int>(sizeof(S)) / 16;  // per operand
   // Blocks per SM's worth of the grid, in waves of min_blocks_per_sm; 0: one pass of blocks.
   // Each block takes an equal share of the groups. kf-bench on an H100 (2026-11-26 16:44Z, same
-  // call, two passes each), % of copy f32 / f16 / bf16 with a mask, by waves: 1: 79.1 / 84.5 /
-  // 83.8; 2: 84.4 / 86.4 / 85.8; 4: 91.5 / 88.0 / 87.1; 8: 93.1 / 89.4 / 88.5; 16: 94.8 / 88.5 /
-  // 87.6; one pass: 95.8 / 80.7 / 79.0. One wave leaves the SMs short of warps at the end of the
-  // launch; why 16-bit elements (two Philox blocks a thread) lose in one pass is not established.
-  // f64 (one Philox block a thread, as f32; not benchmarked) takes f32's.
-  static constexpr int waves = sizeof(S) == 2 ? 8 : 0;
+  // call, two passes each), % of copy f32 / f16 / bf16 with a mask, by waves, x loaded by each
+  // thread: 1: 79.1 / 84.5 / 83.8; 2: 84.4 / 86.4 / 85.8; 4: 91.5 / 88.0 / 87.1; 8: 93.1 / 89.4 /
+  // 88.5; 16: 94.8 / 88.5 / 87.6; one pass: 95.8 / 80.7 / 79.0. One wave leaves the SMs short of
+  // warps at the end of the launch; why 16-bit elements (two Philox blocks a thread) lose in one
+  // pass is not established. f64 (one Philox block a thread, as f32; not benchmarked) takes f32's.
+  static constexpr int waves = sizeof(S) == 2 ? 8 : 4;
+  // Whether x is staged through shared memory (cp.async, three stages) rather than loaded by
+  // each thread before its work; staging needs a grid of waves, each thread working through
+  // several groups. kf-bench, same calls, % of copy f32 / f16 / bf16: H200 (2026-11-27 03:50Z
+  // and 03:53Z) loaded, one pass (f32) and 8 waves (16-bit): 79.3 / 75.4 / 73.9 and 79.0; all
+  // staged, 4 waves: 86.7 / 70.4 / 68.8; all staged, 8 waves: 84.7 / 71.1 / 69.4; f32 staged in
+  // 2 waves: 85.9, in 4: 86.8. H100 (03:54Z), f32: loaded in one pass 95.4, staged in 4 waves
+  // 91.2. The 16-bit kernels are bound by instruction issue, and the staging's instructions cost
+  // them more than the overlap gains.
+  static constexpr bool staged = sizeof(S) != 2;
 };
 
 struct StridedPolicy {
@@ -124,6 +135,20 @@ __device__ __forceinline__ void store_mask(uint8_t* mask, const uint32_t (&bits)
   *reinterpret_cast<uint2*>(mask) = make_uint2(bits[0], bits[1]);
 }
 
+// Stages of the vector kernel's shared-memory buffer: the group being computed and the two
+// after it, in flight.
+constexpr int kStages = 3;
+
+// One 16-byte cp.async copy of *from into shared `to` when `inside`, none otherwise.
+__device__ __forceinline__ void copy_async(uint4* to, const uint4* from, bool inside) {
+  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(to));
+  asm volatile(
+      "{ .reg .pred p; setp.ne.b32 p, %2, 0; @p cp.async.cg.shared.global [%0], [%1], 16; }" ::"r"(
+          address),
+      "l"(from), "r"(static_cast<int>(inside))
+      : "memory");
+}
+
 template <class S, int Elements>
 union Group {
   uint4 raw[Elements * sizeof(S) / 16];
@@ -151,13 +176,10 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
     if (args.mask) args.mask[i] = kept ? 1 : 0;
   }
 
-  // Block b owns groups [b * per_block, (b + 1) * per_block), so every block has the same share.
+  // Block b owns groups [b * per_block, (b + 1) * per_block), so every block has the same share;
+  // thread t takes groups t, t + threads, ... of it.
   const int64_t end = std::min(args.groups, int64_t{blockIdx.x + 1} * args.per_block);
-  for (int64_t g = int64_t{blockIdx.x} * args.per_block + threadIdx.x; g < end;
-       g += Policy::threads) {
-    Group<S, kElements> v;
-#pragma unroll
-    for (int k = 0; k < kVectors; ++k) v.raw[k] = x[g * kVectors + k];
+  const auto finish = [&](int64_t g, Group<S, kElements>& v) {
     uint32_t mask_bits[kElements / 4];  // one byte per element, little-endian
 #pragma unroll
     for (int b = 0; b < kElements / 4; ++b) {
@@ -173,6 +195,37 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
 #pragma unroll
     for (int k = 0; k < kVectors; ++k) out[g * kVectors + k] = v.raw[k];
     if (args.mask) store_mask(args.mask + g * kElements, mask_bits);
+  };
+  int64_t g = int64_t{blockIdx.x} * args.per_block + threadIdx.x;
+  if constexpr (!Policy::staged) {
+    for (; g < end; g += Policy::threads) {
+      Group<S, kElements> v;
+#pragma unroll
+      for (int k = 0; k < kVectors; ++k) v.raw[k] = x[g * kVectors + k];
+      finish(g, v);
+    }
+  } else {
+    // Each thread copies x's vectors of the group two steps ahead into its own slots of a
+    // three-stage shared-memory buffer (cp.async) before computing the current one, so its
+    // loads stay in flight while it draws and computes; it reads back only what it copied, so
+    // no block barrier is needed.
+    __shared__ uint4 stage[kStages][kVectors][Policy::threads];
+    const auto fetch = [&](int64_t at, int slot) {
+#pragma unroll
+      for (int k = 0; k < kVectors; ++k)
+        copy_async(&stage[slot][k][threadIdx.x], x + at * kVectors + k, at < end);
+      asm volatile("cp.async.commit_group;" ::: "memory");
+    };
+    fetch(g, 0);
+    fetch(g + Policy::threads, 1);
+    for (int slot = 0; g < end; g += Policy::threads, slot = slot == kStages - 1 ? 0 : slot + 1) {
+      fetch(g + 2 * Policy::threads, slot == 0 ? kStages - 1 : slot - 1);
+      asm volatile("cp.async.wait_group %0;" ::"n"(kStages - 1) : "memory");
+      Group<S, kElements> v;
+#pragma unroll
+      for (int k = 0; k < kVectors; ++k) v.raw[k] = stage[slot][k][threadIdx.x];
+      finish(g, v);
+    }
   }
 }
 
