@@ -190,6 +190,32 @@ TEST(BiasActivationLarge, SeedShape) {
   }
 }
 
+// 16-bit bias rows on CUDA run a looping grid of resident blocks that stage x two grid steps
+// ahead through shared memory: tensors of 53M elements take at least three steps per thread on
+// a GPU of up to 132 SMs. Rows of 4096 and of 4104 (a grid rounded to whole rows per step).
+// CUDA only: the CPU backend has no such loop, and the tensors are large.
+TEST(BiasActivationLarge, StagedRowsOverManySteps) {
+  KF_REQUIRE_DEVICE();
+  if (kf_test::device_under_test() != KF_DEVICE_CUDA)
+    GTEST_SKIP() << "the staged bias loop is of the CUDA backend";
+  kf_test::Context ctx;
+  for (kf_dtype_t dtype : {KF_DTYPE_FLOAT16, KF_DTYPE_BFLOAT16}) {
+    for (const Shape& shape : {Shape{13000, 4096}, Shape{12975, 4104}}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + shape_str(shape));
+      const size_t n = static_cast<size_t>(shape[0] * shape[1]);
+      Tensor x = kf_test::make_tensor(ctx, dtype, shape);
+      Tensor bias = kf_test::make_tensor(ctx, dtype, {shape[1]});
+      Tensor out = kf_test::make_tensor(ctx, dtype, shape);
+      const auto xv = fill(x, dtype, n, base_seed() + 3);
+      const auto bv = fill(bias, dtype, static_cast<size_t>(shape[1]), base_seed() + 4);
+      kf_test::poison(out);
+      KF_ASSERT_OK(kf_fused_bias_activation(ctx, x, bias, out, KF_ACTIVATION_GELU, nullptr));
+      kf_test::expect_close(kf_test::download(out), reference(KF_ACTIVATION_GELU, xv, bv),
+                            kf_test::tolerance(dtype), "staged bias rows");
+    }
+  }
+}
+
 // ---- every error path; a failing call leaves out untouched -----------------------------------
 
 class BiasActivation : public row_test::DeviceTest {
