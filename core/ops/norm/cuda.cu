@@ -524,12 +524,12 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
         }
         sums = rows::group_reduce(sums, AddSums{}, g.group, pair_scratch);
         if constexpr (kClustered) {
-          const ShiftedSums<T> row = cluster.exchange(ShiftedSums<T>{shift, sums.d, sums.d2, T(0)},
-                                                      MergeShiftedSums<T>{n, g.slice});
-          shift = row.shift;
-          center = row.d / count;
-          // row.d2 is the sum of squares about the mean: no centre to take off.
-          rstd = math::stats::layer_norm_stats<T>(T(0), row.d2, count, eps).rstd;
+          const ShiftedSums<T> merged = cluster.exchange(
+              ShiftedSums<T>{shift, sums.d, sums.d2, T(0)}, MergeShiftedSums<T>{n, g.slice});
+          shift = merged.shift;
+          center = merged.d / count;
+          // merged.d2 is the sum of squares about the mean: no centre to take off.
+          rstd = math::stats::layer_norm_stats<T>(T(0), merged.d2, count, eps).rstd;
         } else {
           const auto s = math::stats::layer_norm_stats<T>(sums.d, sums.d2, count, eps);
           center = s.center;

@@ -385,10 +385,10 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
       sum = rows::group_reduce(sum, rows::Plus{}, g.group, scratch);
       if constexpr (kClustered) {
         // One exchange a row: each block's maximum and its sum of exp relative to it.
-        const st::MaxSum<T> row =
+        const st::MaxSum<T> merged =
             cluster.exchange(st::MaxSum<T>{max, sum}, MergeMaxSums<Prim, T>{});
-        max = row.max;
-        sum = row.sum;
+        max = merged.max;
+        sum = merged.sum;
       }
       S* out = static_cast<S*>(p.out.data) + rows::row_offset_cold(w, p.out, row) + first_col;
       // Hidden columns (and every column of a fully masked row) give 0 (log-softmax: -inf).
