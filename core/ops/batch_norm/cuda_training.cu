@@ -21,6 +21,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "core/ops/async_copy.cuh"
 #include "core/ops/batch_norm/cuda_common.cuh"
 #include "core/ops/reduce/launch_util.cuh"
 #include "core/ops/rows/reduce.cuh"
@@ -260,12 +261,9 @@ __global__ void __launch_bounds__(StagedTrainingPolicy::threads)
   auto stage = [&](int64_t c) {
     const S* x = static_cast<const S*>(p.x_c.data) + rows::row_offset(w, p.x_c, c);
     for (uint32_t i = threadIdx.x; i < count; i += kThreads) {
-      const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(staged + i));
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(to),
-                   "l"(x + offset(first + i, a.x_run_stride))
-                   : "memory");
+      async_copy::copy16(staged + i, x + offset(first + i, a.x_run_stride));
     }
-    rows::commit_staged();
+    async_copy::commit();
   };
   int64_t c = blockIdx.x / a.split;
   if (c < p.channels) stage(c);
@@ -275,7 +273,7 @@ __global__ void __launch_bounds__(StagedTrainingPolicy::threads)
     // The channel's values are fetched while its slice lands.
     const T shift = Traits::to_compute(x[0]);
     const T weight = channel_value<T>(p.weight, c, T(1)), bias = channel_value<T>(p.bias, c, T(0));
-    rows::wait_staged<0>();  // this thread's slots of channel c have landed
+    async_copy::wait<0>();  // this thread's slots of channel c have landed
     rows::Sums<T> sums{0, 0};
     for (uint32_t i = threadIdx.x; i < count; i += kThreads) {
       const Vec xv = *reinterpret_cast<const Vec*>(staged + i);

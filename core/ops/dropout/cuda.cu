@@ -11,17 +11,17 @@
 // allocation, no synchronisation.
 //
 // Cost: the 16-bit kernels are bound by instruction issue, not memory, on an H200. Per four
-// elements it
-// draws one Philox-4x32-10 block (10 rounds of two 32x32->64 multiplies and two 3-way XORs, ~45
-// instructions with the key schedule read from the kernel's parameters) and evaluates four GELUs
-// (erf: CUDA's erff for f32 and f64, math::HalfStorage's shorter one for f16/bf16). A 16-byte
-// vector of f16 is eight elements: the loop body is 273 instructions a vector (SASS, sm_90),
-// against ~330 issue slots that an H200's memory system leaves per vector at the copy rate.
+// elements they draw one Philox-4x32-10 block (10 rounds of two 32x32->64 multiplies and two 3-way
+// XORs, ~45 instructions with the key schedule read from the kernel's parameters) and evaluate
+// four GELUs (erf: CUDA's erff for f32 and f64, math::HalfStorage's shorter one for f16/bf16). A
+// 16-byte vector of f16 is eight elements: the loop body is 273 instructions a vector (SASS,
+// sm_90), against ~330 issue slots that an H200's memory system leaves per vector at the copy rate.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 
+#include "core/ops/async_copy.cuh"
 #include "core/ops/dropout/dropout.hpp"
 #include "core/runtime/cuda/cuda_check.hpp"
 #include "core/runtime/cuda/device_caps.hpp"
@@ -139,16 +139,6 @@ __device__ __forceinline__ void store_mask(uint8_t* mask, const uint32_t (&bits)
 // after it, in flight.
 constexpr int kStages = 3;
 
-// One 16-byte cp.async copy of *from into shared `to` when `inside`, none otherwise.
-__device__ __forceinline__ void copy_async(uint4* to, const uint4* from, bool inside) {
-  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(to));
-  asm volatile(
-      "{ .reg .pred p; setp.ne.b32 p, %2, 0; @p cp.async.cg.shared.global [%0], [%1], 16; }" ::"r"(
-          address),
-      "l"(from), "r"(static_cast<int>(inside))
-      : "memory");
-}
-
 template <class S, int Elements>
 union Group {
   uint4 raw[Elements * sizeof(S) / 16];
@@ -210,22 +200,19 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
     // loads stay in flight while it draws and computes; it reads back only what it copied, so
     // no block barrier is needed.
     __shared__ uint4 stage[kStages][kVectors][Policy::threads];
-    const auto fetch = [&](int64_t at, int slot) {
+    async_copy::pipelined<kStages>(
+        g, end, int64_t{Policy::threads},
+        [&](int64_t at, int slot) {
 #pragma unroll
-      for (int k = 0; k < kVectors; ++k)
-        copy_async(&stage[slot][k][threadIdx.x], x + at * kVectors + k, at < end);
-      asm volatile("cp.async.commit_group;" ::: "memory");
-    };
-    fetch(g, 0);
-    fetch(g + Policy::threads, 1);
-    for (int slot = 0; g < end; g += Policy::threads, slot = slot == kStages - 1 ? 0 : slot + 1) {
-      fetch(g + 2 * Policy::threads, slot == 0 ? kStages - 1 : slot - 1);
-      asm volatile("cp.async.wait_group %0;" ::"n"(kStages - 1) : "memory");
-      Group<S, kElements> v;
+          for (int k = 0; k < kVectors; ++k)
+            async_copy::copy16_if(&stage[slot][k][threadIdx.x], x + at * kVectors + k, at < end);
+        },
+        [&](int64_t at, int slot) {
+          Group<S, kElements> v;
 #pragma unroll
-      for (int k = 0; k < kVectors; ++k) v.raw[k] = stage[slot][k][threadIdx.x];
-      finish(g, v);
-    }
+          for (int k = 0; k < kVectors; ++k) v.raw[k] = stage[slot][k][threadIdx.x];
+          finish(at, v);
+        });
   }
 }
 

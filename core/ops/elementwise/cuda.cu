@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <numeric>
 
+#include "core/ops/async_copy.cuh"
 #include "core/ops/elementwise/elementwise.hpp"
 #include "core/ops/fast_divmod.cuh"
 #include "core/runtime/cuda/device_caps.hpp"
@@ -155,28 +156,18 @@ __device__ __forceinline__ void dense_loop(const DenseArgs<S>& args, math::compu
     // before computing the current one, and reads back only what it copied: no block barrier.
     constexpr int kStages = 3;
     __shared__ uint4 stage[kStages][kThreads];
-    const auto fetch = [&](uint32_t i, int slot) {
-      const unsigned to =
-          static_cast<unsigned>(__cvta_generic_to_shared(&stage[slot][threadIdx.x]));
-      asm volatile(
-          "{ .reg .pred p; setp.ne.b32 p, %2, 0; @p cp.async.cg.shared.global [%0], [%1], 16; }\n"
-          "cp.async.commit_group;" ::"r"(to),
-          "l"(a + i), "r"(static_cast<int>(i < args.vectors))
-          : "memory");
-    };
-    fetch(first, 0);
-    fetch(first + step, 1);
-    int slot = 0;
-    for (uint32_t i = first; i < args.vectors; i += step) {
-      fetch(i + 2 * step, slot == 0 ? kStages - 1 : slot - 1);
-      asm volatile("cp.async.wait_group %0;" ::"n"(kStages - 1) : "memory");
-      Vector<S, kWidth> x, r;
-      x.raw = stage[slot][threadIdx.x];
-      slot = slot == kStages - 1 ? 0 : slot + 1;
+    async_copy::pipelined<kStages>(
+        first, args.vectors, step,
+        [&](uint32_t i, int slot) {
+          async_copy::copy16_if(&stage[slot][threadIdx.x], a + i, i < args.vectors);
+        },
+        [&](uint32_t i, int slot) {
+          Vector<S, kWidth> x, r;
+          x.raw = stage[slot][threadIdx.x];
 #pragma unroll
-      for (int e = 0; e < kWidth; ++e) r.v[e] = Fused::apply(x.v[e], y[0].v[e]);
-      __stcs(out + i, r.raw);
-    }
+          for (int e = 0; e < kWidth; ++e) r.v[e] = Fused::apply(x.v[e], y[0].v[e]);
+          __stcs(out + i, r.raw);
+        });
   } else {
     for (uint32_t base = first; base < args.vectors; base += step) {
       Vector<S, kWidth> x[kUnroll];
@@ -359,13 +350,6 @@ void launch_dense(const Plan& p, const Target& t) {
     constexpr int64_t kPerBlock = int64_t{Policy::threads} * Policy::unroll;  // vectors per pass
     uint32_t grid = grid_size(std::max<int64_t>(args.vectors, 1), kPerBlock, t.sms, 0);
     args.bias_fixed = false;
-    if (Mode == BMode::bias && Policy::waves > 0) {
-      const int64_t row_vectors = p.row_length / kWidth;
-      const int64_t rows_step = row_vectors / std::gcd(row_vectors, kPerBlock);
-      const int64_t looping = grid_size(std::max<int64_t>(args.vectors, 1), kPerBlock, t.sms,
-                                        Policy::waves * Policy::min_blocks_per_sm);
-      if (looping >= rows_step) grid = static_cast<uint32_t>(looping / rows_step * rows_step);
-    }
     if (Mode == BMode::bias) {
       const int64_t row_vectors = p.row_length / kWidth;
       args.row_vectors = FastDivmod(static_cast<uint32_t>(row_vectors));
@@ -373,6 +357,11 @@ void launch_dense(const Plan& p, const Target& t) {
       // (grid x kPerBlock vectors) is a whole number of rows: the grid is then rounded down to a
       // multiple of the fewest blocks whose step is, if that leaves a grid.
       const int64_t rows_step = row_vectors / std::gcd(row_vectors, kPerBlock);
+      if (Policy::waves > 0) {  // a looping grid, where it can keep the b vectors
+        const int64_t looping = grid_size(std::max<int64_t>(args.vectors, 1), kPerBlock, t.sms,
+                                          Policy::waves * Policy::min_blocks_per_sm);
+        if (looping >= rows_step) grid = static_cast<uint32_t>(looping);
+      }
       if (int64_t{grid} * kPerBlock >= args.vectors) {
         args.bias_fixed = true;
       } else if (rows_step <= grid) {

@@ -25,6 +25,7 @@
 #include "core/math/activation.hpp"
 #include "core/math/numeric.hpp"
 #include "core/math/row_stats.hpp"
+#include "core/ops/async_copy.cuh"
 #include "core/ops/norm/norm.hpp"
 #include "core/ops/rows/dispatch.cuh"
 #include "core/ops/rows/reduce.cuh"
@@ -465,7 +466,7 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
                         rows::row_offset_cold(w, p.residual, next) + first_col;
     }
     const auto restage = [&](S* slots, const S* from, int c) {
-      if (kInPass && from != nullptr) rows::stage_vector(slots + c, from + c);
+      if (kInPass && from != nullptr) async_copy::copy16(slots + c, from + c);
     };
     for (int base = 0; base < tile_rows; base += groups) {
       // Lanes past the tile's rows still take part in their group's shuffles.

@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/ops/async_copy.cuh"
 #include "core/ops/rows/reduce.cuh"
 #include "core/ops/rows/rows.hpp"
 #include "core/runtime/cuda/cluster_launch.hpp"
@@ -111,13 +112,6 @@ inline bool plan_staging(int64_t rows, int64_t n, int element_bytes, int inputs,
   return true;
 }
 
-// One 16-byte cp.async copy from global `from` to shared `to` (both 16-byte aligned).
-template <class S>
-__device__ __forceinline__ void stage_vector(S* to, const S* from) {
-  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(to));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(address), "l"(from) : "memory");
-}
-
 // Issues cp.async copies of `count` 16-byte vectors per row for `rows` rows: row r's vectors go
 // from src(r) (global, 16-byte aligned) to dst + r * dst_stride (shared). Rows of at least a
 // block's worth of vectors are taken one at a time, their source found once (thread t copies
@@ -132,24 +126,15 @@ __device__ __forceinline__ void stage_rows(S* dst, int64_t dst_stride, int rows,
       const S* from = src(r);
       S* to = dst + r * dst_stride;
       for (int v = threadIdx.x; v < count; v += blockDim.x)
-        stage_vector(to + v * vec, from + v * vec);
+        async_copy::copy16(to + v * vec, from + v * vec);
     }
     return;
   }
   const int total = rows * count;
   for (int i = threadIdx.x; i < total; i += blockDim.x) {
     const int r = i / count, v = i - r * count;
-    stage_vector(dst + r * dst_stride + v * vec, src(r) + v * vec);
+    async_copy::copy16(dst + r * dst_stride + v * vec, src(r) + v * vec);
   }
-}
-
-__device__ __forceinline__ void commit_staged() {
-  asm volatile("cp.async.commit_group;" ::: "memory");
-}
-
-template <int kPending>
-__device__ __forceinline__ void wait_staged() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
 }
 
 // Runs compute(tile, buffer, next) over this block's tiles (the same ones for every block of a
@@ -159,9 +144,9 @@ __device__ __forceinline__ void wait_staged() {
 // buffer, with no barrier between. That needs compute to read, in every pass, only the slots its
 // thread staged (stage_rows gives thread t the vectors t, t + threads, ...): each thread then
 // overwrites only its own slots, once it is done with them. kInPass: compute stages tile `next`
-// (-1: none) itself, slot by slot, as its last pass leaves each slot (stage_vector), and the slots
-// that pass does not reach after it; else the next tile is staged after compute returns (next is
-// then -1). In the pass, the next row's loads are in flight while this row's output is computed
+// (-1: none) itself, slot by slot, as its last pass leaves each slot (async_copy::copy16), and the
+// slots that pass does not reach after it; else the next tile is staged after compute returns (next
+// is then -1). In the pass, the next row's loads are in flight while this row's output is computed
 // and stored. kf-bench, f32 rows of 262144, % of copy before -> after (same call, two passes):
 // H200 (2026-11-26 22:10Z) softmax 65.2 / 65.9 -> 70.1 / 70.6, layer norm 48.0 -> 51.4 / 50.5,
 // RMS norm 56.2 / 55.6 -> 58.6 / 58.3; H100 (22:16Z) 80.3 / 78.9 -> 81.8 / 81.5, 58.7 / 58.5 ->
@@ -174,16 +159,16 @@ __device__ __forceinline__ void for_each_tile(const Staging& g, int64_t tiles, S
   int64_t tile = blockIdx.x / g.cluster;
   if (g.rolling) {
     if (tile < tiles) stage(tile, 0);
-    commit_staged();
+    async_copy::commit();
     for (; tile < tiles; tile += stride) {
-      wait_staged<0>();  // this thread's copies of the tile have landed
+      async_copy::wait<0>();  // this thread's copies of the tile have landed
       if constexpr (kInPass) {
         compute(tile, 0, tile + stride < tiles ? tile + stride : int64_t{-1});
       } else {
         compute(tile, 0, int64_t{-1});
         if (tile + stride < tiles) stage(tile + stride, 0);
       }
-      commit_staged();
+      async_copy::commit();
     }
     return;
   }
@@ -191,19 +176,19 @@ __device__ __forceinline__ void for_each_tile(const Staging& g, int64_t tiles, S
     for (; tile < tiles; tile += stride) {
       __syncthreads();  // the last tile's passes are done with shared memory
       stage(tile, 0);
-      commit_staged();
-      wait_staged<0>();
+      async_copy::commit();
+      async_copy::wait<0>();
       __syncthreads();
       compute(tile, 0, int64_t{-1});
     }
     return;
   }
   if (tile < tiles) stage(tile, 0);
-  commit_staged();
+  async_copy::commit();
   for (int buffer = 0; tile < tiles; tile += stride, buffer ^= 1) {
     if (tile + stride < tiles) stage(tile + stride, buffer ^ 1);
-    commit_staged();
-    wait_staged<1>();  // all but the newest group: the current tile has landed
+    async_copy::commit();
+    async_copy::wait<1>();  // all but the newest group: the current tile has landed
     __syncthreads();
     compute(tile, buffer, int64_t{-1});
     __syncthreads();  // the current buffer is free for the tile after next

@@ -19,6 +19,7 @@
 #include "core/math/elementary.hpp"
 #include "core/math/numeric.hpp"
 #include "core/math/row_stats.hpp"
+#include "core/ops/async_copy.cuh"
 #include "core/ops/rows/dispatch.cuh"
 #include "core/ops/rows/reduce.cuh"
 #include "core/ops/rows/staged.cuh"
@@ -339,7 +340,7 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
       next_seen = visible(next);
     }
     const auto restage = [&](int c) {
-      if (kInPass && c < next_seen) rows::stage_vector(slots + c, next_x + c);
+      if (kInPass && c < next_seen) async_copy::copy16(slots + c, next_x + c);
     };
     for (int base = 0; base < tile_rows; base += groups) {
       // Lanes past the tile's rows still take part in their group's shuffles.
