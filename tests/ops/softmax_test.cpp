@@ -119,6 +119,14 @@ TEST_P(SoftmaxTest, MasksAndCausal) {
   check({1000, 1000}, {}, false, 1.0, true, salt += 2);
   check({64, 16392}, {16392}, true, 1.0, true, salt += 2, true);
   check({64, 16392}, {}, false, 2.0, true, salt += 2);
+  // Scales of either sign and zero under the causal rule: hidden columns give 0 (log: -inf)
+  // whatever scale * x would be. Rows of 256 and 2048 put the edge of the visible columns in
+  // every lane and every vector of the CUDA kernels' chunks; a fully hidden row runs too (Lq > Lk).
+  for (const double scale : {-1.5, 0.0}) {
+    check({2, 256, 256}, {256, 256}, true, scale, true, salt += 2, true);
+    check({2048, 2048}, {}, false, scale, true, salt += 2);
+    check({20, 16}, {}, false, scale, true, salt += 2);
+  }
 }
 
 TEST_P(SoftmaxTest, FullyMaskedRows) {

@@ -173,6 +173,13 @@ __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
   // H200, same call (2026-11-27 00:11Z, a row-op timer, two passes), GB/s change: layer norm
   // f16 / bf16 rows of 64, 1024, 4096, 16384 +15 .. +29 %, f32 -2 .. +5 %; RMS norm -3 .. +7 %.
   constexpr bool kClamped = P::vec > 1 && sizeof(T) == 4;
+  // The block reductions see the block size fixed (rows::block_reduce), but for the form with a
+  // residual: H200 A/B (2026-11-27 05:44Z, kf-bench, same call, two passes), % of copy, the f16
+  // RMS norm with a residual over rows of 4096 went from 86.5 to 82.0 with it (bf16 86.3 / 86.1,
+  // f32 89.4 / 89.6), while the common form gained: layer norm f16 / bf16 rows of 4096 75.1 /
+  // 72.8 -> 79.2 / 77.5 and of 16384 75.0 / 67.7 -> 78.7 / 72.0, f32 rows of 4096 80.8 -> 82.3;
+  // RMS norm f16 rows of 4096 84.3 -> 84.9, bf16 82.6 -> 83.8.
+  constexpr int kReduceThreads = kResidual ? 0 : P::threads;
   // A row past the last loads nothing: its values feed only results that are dropped (its
   // group's sums, stores of length 0).
   auto fetch = [&](int64_t first, Raw& raw) {
@@ -254,7 +261,7 @@ __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
 #pragma unroll
         for (int i = 0; i < P::items; ++i) sum += h[i];  // padding is 0
       }
-      shift = mean_of(rows::group_reduce(sum, rows::Plus{}, P::group, scratch));
+      shift = mean_of(rows::group_reduce<kReduceThreads>(sum, rows::Plus{}, P::group, scratch));
       Sums<T> sums{0, 0};
 #pragma unroll
       for (int k = 0; k < P::chunks; ++k) {
@@ -277,7 +284,7 @@ __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
           }
         }
       }
-      sums = rows::group_reduce(sums, AddSums{}, P::group, pair_scratch);
+      sums = rows::group_reduce<kReduceThreads>(sums, AddSums{}, P::group, pair_scratch);
       const auto s = kClamped
                          ? math::stats::layer_norm_stats_scaled<T>(sums.d, sums.d2, inv_count, eps)
                          : math::stats::layer_norm_stats<T>(sums.d, sums.d2, count, eps);
@@ -302,7 +309,7 @@ __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
 #pragma unroll
         for (int i = 0; i < P::items; ++i) squares += h[i] * h[i];
       }
-      const T total = rows::group_reduce(squares, rows::Plus{}, P::group, scratch);
+      const T total = rows::group_reduce<kReduceThreads>(squares, rows::Plus{}, P::group, scratch);
       rstd = kClamped ? math::stats::rms_rstd_scaled<T>(total, inv_count, eps)
                       : math::stats::rms_rstd<T>(total, count, eps);
     }
@@ -426,7 +433,7 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
   const S* weight = p.weight.data ? static_cast<const S*>(p.weight.data) + first_col : nullptr;
   const S* bias = p.bias.data ? static_cast<const S*>(p.bias.data) + first_col : nullptr;
   const auto reduce = [&](T v) {
-    v = rows::group_reduce(v, rows::Plus{}, g.group, scratch);
+    v = rows::group_reduce<rows::StagedPolicy::threads>(v, rows::Plus{}, g.group, scratch);
     if constexpr (kClustered) v = cluster.reduce(v, rows::Plus{});
     return v;
   };
@@ -510,7 +517,8 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
       if (p.kind == Kind::layer) {
         // Clustered: each block's own mean is the shift of its sums, and the blocks' shifts and
         // sums meet in one exchange (ShiftedSums); else the row's mean is the shift.
-        shift = kClustered ? rows::group_reduce(sum, rows::Plus{}, g.group, scratch) /
+        shift = kClustered ? rows::group_reduce<rows::StagedPolicy::threads>(sum, rows::Plus{},
+                                                                             g.group, scratch) /
                                  static_cast<T>(length)
                            : reduce(sum) / count;
         Sums<T> sums{0, 0};
@@ -523,7 +531,8 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
             sums.d2 += d * d;
           }
         }
-        sums = rows::group_reduce(sums, AddSums{}, g.group, pair_scratch);
+        sums =
+            rows::group_reduce<rows::StagedPolicy::threads>(sums, AddSums{}, g.group, pair_scratch);
         if constexpr (kClustered) {
           const ShiftedSums<T> merged = cluster.exchange(
               ShiftedSums<T>{shift, sums.d, sums.d2, T(0)}, MergeShiftedSums<T>{n, g.slice});

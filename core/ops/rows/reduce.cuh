@@ -65,10 +65,18 @@ __device__ __forceinline__ T lanes_reduce(T v, Op op, int lanes) {
 // (lane l starts from partial l mod warps, so every aligned run of `warps` lanes holds each
 // partial once and no identity element is needed); a butterfly gives every lane the same bits,
 // since each step adds the same two values. Other block sizes fold the partials one by one.
-template <class T, class Op>
+// kThreads: the block size where the kernel fixes it (its launch bounds), 0 to read blockDim.x.
+// A fixed size leaves the compiler one unrolled path (the run-time warp count cost each
+// reduction a loop and the untaken folding path, and registers): for the register-cached kernels
+// that take a block a row, H200 A/B (2026-11-27 05:53Z, kf-bench, same call, two passes), % of
+// copy, softmax f32 rows of 4096 84.0 -> 86.9, f16 / bf16 rows of 16384 79.7 / 78.3 -> 83.9 /
+// 81.2, causal [16, 2048, 2048] f16 / bf16 59.4 / 55.3 -> 63.6 / 59.8 (the norms: norm/cuda.cu).
+template <int kThreads = 0, class T, class Op>
 __device__ __forceinline__ T block_reduce(T v, Op op, T* scratch) {
+  static_assert(kThreads % 32 == 0, "a block of whole warps");
   v = lanes_reduce(v, op, 32);
-  const int warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  const int warp = threadIdx.x / 32;
+  const int warps = kThreads > 0 ? kThreads / 32 : static_cast<int>(blockDim.x / 32);
   if (threadIdx.x % 32 == 0) scratch[warp] = v;
   __syncthreads();
   if ((warps & (warps - 1)) == 0) {
@@ -82,10 +90,10 @@ __device__ __forceinline__ T block_reduce(T v, Op op, T* scratch) {
 }
 
 // Combines v over a row's group of threads: `group` lanes of a warp (a power of two up to 32) or
-// the whole block (group == blockDim.x).
-template <class T, class Op>
+// the whole block (group == blockDim.x; kThreads as for block_reduce).
+template <int kThreads = 0, class T, class Op>
 __device__ __forceinline__ T group_reduce(T v, Op op, int group, T* scratch) {
-  return group <= 32 ? lanes_reduce(v, op, group) : block_reduce(v, op, scratch);
+  return group <= 32 ? lanes_reduce(v, op, group) : block_reduce<kThreads>(v, op, scratch);
 }
 
 // Sum over the block (kept for the kernels that only add).
