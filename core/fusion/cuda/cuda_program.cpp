@@ -102,7 +102,8 @@ class CudaProgram final : public Program {
         pool_(ctx->pool),
         layout_(std::move(layout)),
         library_(library),
-        kernel_(kernel) {
+        kernel_(kernel),
+        function_(cuda::library_kernel_function(kernel)) {
     int sms = 0, threads_per_sm = 0;
     cuda::check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_),
                 "reading the multiprocessor count");
@@ -211,7 +212,7 @@ class CudaProgram final : public Program {
     dim3 grid, threads;
     grid_for(n_items, 0, common[0], common[1], &grid, &threads);
     void* params[] = {block.data()};
-    cuda::launch_library_kernel(kernel_, grid, threads, 0, stream, params, "fused kernel");
+    cuda::launch_library_kernel(function_, grid, threads, 0, stream, params, "fused kernel");
   }
 
   // Every item encoded (a uniform plan's items written out one by one).
@@ -257,7 +258,7 @@ class CudaProgram final : public Program {
 
     if (layout_.inline_items) {
       void* params[] = {block.data()};
-      cuda::launch_library_kernel(kernel_, grid, threads, 0, stream, params, "fused kernel");
+      cuda::launch_library_kernel(function_, grid, threads, 0, stream, params, "fused kernel");
       return;
     }
     launch_with_table(block.data(), n_items, grid, threads, stream);
@@ -276,7 +277,7 @@ class CudaProgram final : public Program {
                   "copying the item table to the device");
       std::memcpy(&block[layout_.n_items_slot() + 1], &table, sizeof table);
       void* params[] = {block};
-      cuda::launch_library_kernel(kernel_, grid, threads, 0, stream, params, "fused kernel");
+      cuda::launch_library_kernel(function_, grid, threads, 0, stream, params, "fused kernel");
       cuda::check(cudaEventRecord(slot->done, stream), "recording a staging event");
       recorded = true;
     } catch (...) {
@@ -293,6 +294,9 @@ class CudaProgram final : public Program {
   const ParamLayout layout_;
   cudaLibrary_t library_;
   cudaKernel_t kernel_;
+  // What launches pass to cuLaunchKernel: the kernel's function in this device's context
+  // (cuda::library_kernel_function), so the driver does not look it up at every launch.
+  void* const function_;
   int max_blocks_ = 1;
   std::unique_ptr<StagingSlots> staging_;
 };

@@ -16,10 +16,12 @@ namespace {
 using LaunchFn = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
                               unsigned, unsigned, CUstream, void**, void**);
 using ErrorNameFn = CUresult (*)(CUresult, const char**);
+using KernelFunctionFn = CUresult (*)(CUfunction*, CUkernel);
 
 struct DriverEntryPoints {
   LaunchFn launch = nullptr;
   ErrorNameFn error_name = nullptr;
+  KernelFunctionFn kernel_function = nullptr;  // cuKernelGetFunction (CUDA 12.0)
 };
 
 const DriverEntryPoints& driver() {
@@ -35,6 +37,11 @@ const DriverEntryPoints& driver() {
                                          12000, cudaEnableDefault, &found) != cudaSuccess ||
         found != cudaDriverEntryPointSuccess)
       e.error_name = nullptr;  // messages then carry the number only
+    if (cudaGetDriverEntryPointByVersion("cuKernelGetFunction",
+                                         reinterpret_cast<void**>(&e.kernel_function), 12000,
+                                         cudaEnableDefault, &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess)
+      e.kernel_function = nullptr;  // launches then pass the CUkernel itself
     return e;
   }();
   return entry;
@@ -101,6 +108,16 @@ void launch_kernel(const void* kernel, int device, dim3 grid, dim3 block, size_t
                    cudaStream_t stream, void** params, const char* what) {
   launch_function(reinterpret_cast<CUfunction>(function_of(kernel, device)), grid, block,
                   shared_bytes, stream, params, what);
+}
+
+void* library_kernel_function(void* kernel) {
+  const DriverEntryPoints& d = driver();
+  CUfunction function = nullptr;
+  if (d.kernel_function == nullptr ||
+      d.kernel_function(&function, reinterpret_cast<CUkernel>(kernel)) != CUDA_SUCCESS ||
+      function == nullptr)
+    return kernel;
+  return reinterpret_cast<void*>(function);
 }
 
 void launch_library_kernel(void* kernel, dim3 grid, dim3 block, size_t shared_bytes,

@@ -20,8 +20,15 @@ namespace cuda {
 void launch_kernel(const void* kernel, int device, dim3 grid, dim3 block, size_t shared_bytes,
                    cudaStream_t stream, void** params, const char* what);
 
-// Launches a kernel loaded at run time: `kernel` is a cudaKernel_t (cudaLibraryGetKernel), which
-// the driver's cuLaunchKernel takes as it is (a CUkernel). The current device's context runs it.
+// The function handle (a CUfunction) of a kernel loaded at run time, `kernel` a cudaKernel_t
+// (cudaLibraryGetKernel), in the current device's context: the driver's cuKernelGetFunction,
+// looked up once per program instead of by cuLaunchKernel at every launch. Where the driver
+// cannot give it, `kernel` itself, which cuLaunchKernel also takes (as a CUkernel).
+void* library_kernel_function(void* kernel);
+
+// Launches a kernel loaded at run time: `kernel` is a library_kernel_function() result, or a
+// cudaKernel_t, which the driver's cuLaunchKernel takes as it is (a CUkernel). The current
+// device's context runs it.
 void launch_library_kernel(void* kernel, dim3 grid, dim3 block, size_t shared_bytes,
                            cudaStream_t stream, void** params, const char* what);
 
