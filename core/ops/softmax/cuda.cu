@@ -166,19 +166,20 @@ __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
   constexpr bool kPrefetch = rows::tile_prefetches<P, S>();
   Raw raw;
   if constexpr (kPrefetch) fetch(first_row, query, raw);
-  // kChunked (f32 rows of a block of threads, up to 16 elements each): every step works chunk by
-  // chunk and leaves out the chunks that were not fetched (hidden by the causal rule or past the
-  // row's end): they are not converted, scaled, maximised, exponentiated or normalised, and store
-  // 0 (log-softmax: -inf) without a conversion. Their logits would be -inf, whose exp adds an
-  // exact 0 to the sum, so the results are the same. The form also keeps the softmax and
-  // log-softmax steps apart, where the compiler otherwise computes both and selects. H200 A/B
-  // (2026-11-27 05:59Z, kf-bench, same call, two passes), % of copy: f32 rows of 4096 87.0 ->
-  // 93.2 (log-softmax 86.9 -> 93.3), causal [8, 2048, 2048] with a mask 88.5 -> 92.2, the
-  // 2048 x 2048 seed 59.3 -> 60.7, every other row within 1.2 points. Not for the others: the
-  // same form for every policy (05:44Z) lost where the per-chunk branches cost more than they
-  // save, with 32 elements a thread, a few lanes a row, or 16-bit rows (f32 rows of 1024 93.7
-  // -> 65.8, of 16384 72.9 -> 52.2, f16 rows of 4096 86.6 -> 79.7; causal 16-bit rows +1 .. +2).
-  constexpr bool kChunked = sizeof(S) == 4 && P::group > 32 && P::items <= 16;
+  // kChunked (f32 rows of 16-byte vectors over a block of threads, up to 16 elements each):
+  // every step works chunk by chunk and leaves out the chunks that were not fetched (hidden by
+  // the causal rule or past the row's end): they are not converted, scaled, maximised,
+  // exponentiated or normalised, and store 0 (log-softmax: -inf) without a conversion. Their
+  // logits would be -inf, whose exp adds an exact 0 to the sum, so the results are the same. The
+  // form also keeps the softmax and log-softmax steps apart, where the compiler otherwise
+  // computes both and selects. H200 A/B (2026-11-27 05:59Z, kf-bench, same call, two passes),
+  // % of copy: f32 rows of 4096 87.0 -> 93.2 (log-softmax 86.9 -> 93.3), causal [8, 2048, 2048]
+  // with a mask 88.5 -> 92.2, the 2048 x 2048 seed 59.3 -> 60.7, every other row within 1.2
+  // points. Not for the others: the same form for every policy (05:44Z) lost where the per-chunk
+  // branches cost more than they save, with 32 elements a thread, a few lanes a row, or 16-bit
+  // rows (f32 rows of 1024 93.7 -> 65.8, of 16384 72.9 -> 52.2, f16 rows of 4096 86.6 -> 79.7;
+  // causal 16-bit rows +1 .. +2); scalar rows (unaligned, a branch per element) were not timed.
+  constexpr bool kChunked = sizeof(S) == 4 && P::vec > 1 && P::group > 32 && P::items <= 16;
   for (int64_t first = first_row; first < w.rows; first += walk_step, query = next_query(query)) {
     const int64_t row = first + slot;
     const int64_t length = row < w.rows ? n : 0;  // rows past the end load and store nothing
