@@ -205,8 +205,25 @@ __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
   // paths in the per-row work); the others keep the divisions.
   const T inv_count = T(1) / count;
   const auto mean_of = [&](T total) { return kClamped ? total * inv_count : total / count; };
+  // kShared (rows::tile_prefetches_shared: f32 rows of 32 elements a thread, without a
+  // residual): the next row is staged in shared memory while this one is worked on.
+  constexpr bool kShared = rows::tile_prefetches_shared<P, S>() && !kResidual;
+  using Slot = rows::Pack<S, P::vec>;
+  const auto stage = [&](int64_t first) {
+    const int64_t row = first + slot;
+    if constexpr (kShared) {
+      if (row >= w.rows) return;
+      Slot* const slots = rows::tile_slots<P, S>();
+      rows::tile_stage<P, kClamped>(
+          static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, row), n, lane, slots);
+    }
+  };
   Raw raw;
   if constexpr (kPrefetch) fetch(int64_t{blockIdx.x} * P::rows_per_block, raw);
+  if constexpr (kShared) {
+    stage(int64_t{blockIdx.x} * P::rows_per_block);
+    async_copy::commit();
+  }
   for (int64_t first = int64_t{blockIdx.x} * P::rows_per_block; first < w.rows;
        first += int64_t{gridDim.x} * P::rows_per_block) {
     const int64_t row = first + slot;
@@ -222,6 +239,14 @@ __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
       convert(raw.x, length, h);
       if constexpr (kResidual) convert(raw.residual, length, add);
       raw = next;
+    } else if constexpr (kShared) {
+      async_copy::wait<0>();  // this thread's copies of the row have landed
+      const Slot* const slots = rows::tile_slots<P, S>();
+      Raw now;
+      if (row < w.rows) rows::tile_read_staged<P, kClamped>(slots, n, lane, now.x);
+      stage(first + int64_t{gridDim.x} * P::rows_per_block);  // into the slots just read
+      async_copy::commit();
+      convert(now.x, length, h);
     } else if constexpr (kClamped) {
       Raw now;
       fetch(first, now);
@@ -556,22 +581,55 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
       }
       S* out = static_cast<S*>(p.out.data) + rows::row_offset_cold(w, p.out, row) + first_col;
       const T scaled_center = center * rstd;  // y = (h - shift) * rstd - scaled_center
+      // f32 rows: the weight and bias vectors (from L2 after the first rows) of kLoads slots
+      // are loaded before any of them is stored (the compiler cannot move a load above a store
+      // to `out`). H200 A/B (2026-11-27 07:40Z, kf-bench, same call), % of copy at rows of
+      // 262144: f32 layer norm 53.2 -> 61.6, RMS norm 58.7 -> 71.3. 16-bit rows lost with two
+      // (layer norm bf16 55.9 -> 51.0, RMS norm 65.0 -> 60.9; four spilled) and keep one.
+      constexpr int kLoads = sizeof(S) == 4 ? 4 : 1;
+      // y for element e of slot vectors h, w, b.
+      const auto output = [&](auto act, const Vec& hv, const Vec& wv, const Vec& bv, int e) {
+        T y = (Traits::to_compute(hv.v[e]) - shift) * rstd - scaled_center;
+        if (weight) y *= Traits::to_compute(wv.v[e]);
+        if (bias) y += Traits::to_compute(bv.v[e]);
+        return Traits::from_compute(act(y, Prim{}));
+      };
       with_activation(p.act, [&](auto act) {
-        for (int c = lane * V; c < length; c += g.group * V) {
-          const Vec hv = *reinterpret_cast<const Vec*>(h_row + c);
-          Vec wv, bv, yv;
-          if (weight) wv = *reinterpret_cast<const Vec*>(weight + c);
-          if (bias) bv = *reinterpret_cast<const Vec*>(bias + c);
+        if constexpr (kLoads == 1) {
+          for (int c = lane * V; c < length; c += g.group * V) {
+            const Vec hv = *reinterpret_cast<const Vec*>(h_row + c);
+            Vec wv, bv, yv;
+            if (weight) wv = *reinterpret_cast<const Vec*>(weight + c);
+            if (bias) bv = *reinterpret_cast<const Vec*>(bias + c);
 #pragma unroll
-          for (int e = 0; e < V; ++e) {
-            T y = (Traits::to_compute(hv.v[e]) - shift) * rstd - scaled_center;
-            if (weight) y *= Traits::to_compute(wv.v[e]);
-            if (bias) y += Traits::to_compute(bv.v[e]);
-            yv.v[e] = Traits::from_compute(act(y, Prim{}));
+            for (int e = 0; e < V; ++e) yv.v[e] = output(act, hv, wv, bv, e);
+            *reinterpret_cast<Vec*>(out + c) = yv;
+            // (The clustered form has one row a tile: this pass covers all the thread's slots.)
+            restage(xs, next_x, c);
           }
-          *reinterpret_cast<Vec*>(out + c) = yv;
-          // (The clustered form has one row a tile: this pass covers all the thread's slots.)
-          restage(xs, next_x, c);
+        } else {
+          const int step = g.group * V;
+          for (int c0 = lane * V; c0 < length; c0 += kLoads * step) {
+            Vec wv[kLoads], bv[kLoads];
+#pragma unroll
+            for (int j = 0; j < kLoads; ++j) {
+              const int c = c0 + j * step;
+              if (c >= length) break;
+              if (weight) wv[j] = *reinterpret_cast<const Vec*>(weight + c);
+              if (bias) bv[j] = *reinterpret_cast<const Vec*>(bias + c);
+            }
+#pragma unroll
+            for (int j = 0; j < kLoads; ++j) {
+              const int c = c0 + j * step;
+              if (c >= length) break;
+              const Vec hv = *reinterpret_cast<const Vec*>(h_row + c);
+              Vec yv;
+#pragma unroll
+              for (int e = 0; e < V; ++e) yv.v[e] = output(act, hv, wv[j], bv[j], e);
+              *reinterpret_cast<Vec*>(out + c) = yv;
+              restage(xs, next_x, c);
+            }
+          }
         }
       });
     }
@@ -625,7 +683,8 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
   return rows::with_tile_policy<S, V>(p.walk.row_length, wide_form, [&](auto policy) {
     using P = decltype(policy);
     if (p.residual.data)
-      rows::launch_tile_kernel<P, S, cached_kernel<P, S, true>>(p, p.walk.rows, device, stream);
+      rows::launch_tile_kernel<P, S, cached_kernel<P, S, true>>(p, p.walk.rows, device, stream,
+                                                               false);
     else
       rows::launch_tile_kernel<P, S, cached_kernel<P, S, false>>(p, p.walk.rows, device, stream);
   });

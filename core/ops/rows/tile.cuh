@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "core/math/numeric.hpp"
+#include "core/ops/async_copy.cuh"
 #include "core/ops/rows/reduce.cuh"
 #include "core/ops/rows/rows.hpp"
 #include "core/runtime/cuda/device_caps.hpp"
@@ -39,6 +40,30 @@ struct TilePolicy {
 template <class P, class S>
 constexpr bool tile_prefetches() {
   return sizeof(S) == 2 && P::chunks * ((P::vec * sizeof(S) + 3) / 4) <= 16;
+}
+
+// Whether a register-cached kernel stages the next row in shared memory (cp.async) while it works
+// on the current one: rows of 16-byte vectors over a block at 32 elements a thread (f32 rows of
+// 8193..16384), which take 128 registers a thread and leave one 512-thread block per SM, with no
+// room for a second row in registers. (Warps of 32 f32 rows of 1024 lost 8-12 points of copy
+// with it, H200 07:40Z: they keep two blocks per SM without it.) Without it such an SM has no loads in flight while it reduces and
+// stores a row: Nsight Compute on an H200 (2026-11-27 07:04Z) read 60 % of DRAM bandwidth for
+// softmax and both norms over f32 rows of 16384, against 76-80 % for rows of 1024 and 4096.
+// The row takes P::chunks * P::threads 16-byte slots (64 KiB), thread t's chunk k at slot
+// k * P::threads + t; a thread reads back only the slots it staged, so no barrier is needed.
+// Only for the kernels' common forms: those that hold a second row (a mask, a residual) spilled
+// 80-112 bytes a thread with it (sm_90, nvcc 13), and keep loading in place.
+template <class P, class S>
+constexpr bool tile_prefetches_shared() {
+  return !tile_prefetches<P, S>() && P::vec * sizeof(S) == 16 && P::items > 16 &&
+         P::group == P::threads;
+}
+
+// Dynamic shared memory of a register-cached kernel that stages its rows
+// (tile_prefetches_shared), 0 otherwise.
+template <class P, class S>
+constexpr size_t tile_shared_bytes() {
+  return tile_prefetches_shared<P, S>() ? size_t{16} * P::chunks * P::threads : 0;
 }
 
 // Blocks per SM a register-cached kernel is compiled for (its __launch_bounds__): 256-thread
@@ -104,6 +129,37 @@ __device__ __forceinline__ void tile_fetch_clamped(const S* row, int64_t n, int 
 #pragma unroll
   for (int k = 0; k < P::chunks; ++k)
     raw.packs[k] = *reinterpret_cast<const Pack<S, P::vec>*>(row + tile_load_col<P>(lane, k, n));
+}
+
+// The shared-memory slots of a register-cached kernel's staged row (tile_prefetches_shared).
+template <class P, class S>
+__device__ __forceinline__ Pack<S, P::vec>* tile_slots() {
+  extern __shared__ __align__(16) unsigned char kf_tile_slots[];
+  return reinterpret_cast<Pack<S, P::vec>*>(kf_tile_slots);
+}
+
+// Stages this thread's part of a row of n elements (n a multiple of P::vec) into its slots of
+// `slots` with cp.async: the chunks tile_fetch loads, or (kClamped) every chunk from the column
+// tile_fetch_clamped loads. The copies join the thread's next async_copy::commit() group.
+template <class P, bool kClamped, class S>
+__device__ __forceinline__ void tile_stage(const S* row, int64_t n, int lane,
+                                           Pack<S, P::vec>* slots) {
+  static_assert(P::vec * sizeof(S) == 16, "16-byte vectors");
+#pragma unroll
+  for (int k = 0; k < P::chunks; ++k) {
+    const int64_t c = kClamped ? tile_load_col<P>(lane, k, n) : tile_col<P>(lane, k);
+    if (kClamped || c < n) async_copy::copy16(slots + k * P::threads + threadIdx.x, row + c);
+  }
+}
+
+// Reads back what tile_stage staged for a row of n elements, once this thread's copies have
+// landed (async_copy::wait): the chunks tile_stage copied (the others are left as they are).
+template <class P, bool kClamped, class S>
+__device__ __forceinline__ void tile_read_staged(const Pack<S, P::vec>* slots, int64_t n, int lane,
+                                                 TileRaw<P, S>& raw) {
+#pragma unroll
+  for (int k = 0; k < P::chunks; ++k)
+    if (kClamped || tile_col<P>(lane, k) < n) raw.packs[k] = slots[k * P::threads + threadIdx.x];
 }
 
 // Converts every chunk of a fetched part of a row to the compute type (no padding).
@@ -189,10 +245,11 @@ inline unsigned tile_grid(int64_t rows, int rows_per_block) {
 // row's loads issued before the current row is worked on): every block the device holds at once,
 // or fewer when there are fewer row groups. The kernel's occupancy is read once.
 template <auto kKernel>
-unsigned resident_grid(int64_t rows, int rows_per_block, int threads, int32_t device) {
+unsigned resident_grid(int64_t rows, int rows_per_block, int threads, int32_t device,
+                       size_t smem = 0) {
   static const int per_sm = [&] {
     int n = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kKernel, threads, 0) != cudaSuccess) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kKernel, threads, smem) != cudaSuccess) {
       (void)cudaGetLastError();  // leave no sticky error behind; one block per SM still runs
       n = 0;
     }
@@ -204,13 +261,23 @@ unsigned resident_grid(int64_t rows, int rows_per_block, int threads, int32_t de
 }
 
 // Launches register-cached kernel kKernel (policy P, storage S) over `rows` rows of plan p: on a
-// resident grid when it prefetches the next row (tile_prefetches), else in one pass.
+// resident grid when it prefetches the next row (tile_prefetches, or in shared memory,
+// tile_prefetches_shared, in the kernels' common forms: `common`), else in one pass.
 template <class P, class S, auto kKernel, class Plan>
-void launch_tile_kernel(const Plan& p, int64_t rows, int32_t device, cudaStream_t stream) {
-  const unsigned grid = tile_prefetches<P, S>()
-                            ? resident_grid<kKernel>(rows, P::rows_per_block, P::threads, device)
-                            : tile_grid(rows, P::rows_per_block);
-  kKernel<<<grid, P::threads, 0, stream>>>(p);
+void launch_tile_kernel(const Plan& p, int64_t rows, int32_t device, cudaStream_t stream,
+                        bool common = true) {
+  const size_t smem = common ? tile_shared_bytes<P, S>() : 0;
+  if (smem > 0) {
+    // The attribute is per device; setting it again is cheap next to rows this long.
+    const cudaError_t e = cudaFuncSetAttribute(
+        kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    if (e != cudaSuccess) return;  // left in cudaGetLastError(), which the caller reports
+  }
+  const unsigned grid =
+      tile_prefetches<P, S>() || smem > 0
+          ? resident_grid<kKernel>(rows, P::rows_per_block, P::threads, device, smem)
+          : tile_grid(rows, P::rows_per_block);
+  kKernel<<<grid, P::threads, smem, stream>>>(p);
 }
 
 // Picks the cached policy for rows of n elements loaded `V` at a time and calls fn(Policy{});

@@ -164,8 +164,26 @@ __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
           raw.mask);
   };
   constexpr bool kPrefetch = rows::tile_prefetches<P, S>();
+  // kShared (rows::tile_prefetches_shared: f32 rows of 32 elements a thread, without a mask):
+  // the next row is staged in shared memory while this one is worked on.
+  constexpr bool kShared = rows::tile_prefetches_shared<P, S>() && !kMask;
+  using Slot = rows::Pack<S, P::vec>;
+  const auto stage = [&](int64_t first, uint32_t q) {
+    const int64_t row = first + slot;
+    if constexpr (kShared) {
+      if (row >= w.rows) return;
+      const int count = loaded(visible(q, static_cast<int>(n)));
+      Slot* const slots = rows::tile_slots<P, S>();
+      rows::tile_stage<P, false>(static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, row),
+                                 count, lane, slots);
+    }
+  };
   Raw raw;
   if constexpr (kPrefetch) fetch(first_row, query, raw);
+  if constexpr (kShared) {
+    stage(first_row, query);
+    async_copy::commit();
+  }
   // kChunked (f32 rows of 16-byte vectors over a block of threads, up to 16 elements each):
   // every step works chunk by chunk and leaves out the chunks that were not fetched (hidden by
   // the causal rule or past the row's end): they are not converted, scaled, maximised,
@@ -219,6 +237,13 @@ __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
         rows::tile_unpack<P>(raw.x, count, lane, v, minus_inf);
         if constexpr (kMask) rows::tile_unpack<P>(raw.mask, count, lane, add, T(0));
         raw = next;
+      } else if constexpr (kShared) {
+        async_copy::wait<0>();  // this thread's copies of the row have landed
+        const Slot* const slots = rows::tile_slots<P, S>();
+        rows::tile_read_staged<P, false>(slots, count, lane, raw.x);
+        stage(first + walk_step, next_query(query));  // into the slots just read
+        async_copy::commit();
+        rows::tile_unpack<P>(raw.x, count, lane, v, minus_inf);
       } else if constexpr (P::items <= 16) {
         fetch(first, query, raw);  // x's and the mask's loads in flight together
         rows::tile_unpack<P>(raw.x, count, lane, v, minus_inf);
@@ -542,7 +567,8 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
   return rows::with_tile_policy<S, V>(p.walk.row_length, p.mask.data == nullptr, [&](auto policy) {
     using P = decltype(policy);
     if (p.mask.data)
-      rows::launch_tile_kernel<P, S, cached_kernel<P, S, true>>(p, p.walk.rows, device, stream);
+      rows::launch_tile_kernel<P, S, cached_kernel<P, S, true>>(p, p.walk.rows, device, stream,
+                                                               false);
     else
       rows::launch_tile_kernel<P, S, cached_kernel<P, S, false>>(p, p.walk.rows, device, stream);
   });
