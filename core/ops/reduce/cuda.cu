@@ -45,11 +45,10 @@ struct RowsPolicy {
 
 struct ColumnsPolicy {
   static constexpr int threads = 256;
-  // Rows in flight per thread: 8 packs for f32, f16 and bf16; 4 for f64 and for 16-bit packs
-  // of 16 bytes (see min_blocks).
-  template <class S, int V>
+  // Rows in flight per thread: 8 x 16 bytes for f32, f16 and bf16; 4 for f64.
+  template <class S>
   static constexpr int unroll() {
-    return sizeof(S) == 8 || (sizeof(S) == 2 && V == 8) ? 4 : 8;
+    return sizeof(S) == 8 ? 4 : 8;
   }
   static constexpr int max_tile_x = 32;  // threads across a tile's columns
   static constexpr int min_tile_x = 8;   // below this a warp's row segments get too short
@@ -62,15 +61,6 @@ struct ColumnsPolicy {
   // profiled; probably not every cluster could be placed at once).
   static constexpr int max_split = 8;
   static constexpr int min_split_steps = 4;
-  // Blocks per SM the kernel is compiled for (0: left to the compiler). 16-bit packs of 16
-  // bytes took 74-76 registers a thread with 8 rows in flight (sm_90): three blocks per SM, 24
-  // warps, each converting and adding 64 elements between its rounds of loads; with 4 rows they
-  // fit four blocks (at most 64 registers; 8 rows spilled 32 bytes a thread there). Other types
-  // keep the compiler's choice (a bound of one block let f64 take 96-110 registers).
-  template <class S, int V>
-  static constexpr int min_blocks() {
-    return sizeof(S) == 2 && V == 8 ? 4 : 0;
-  }
 };
 
 struct StridedPolicy {
@@ -224,10 +214,9 @@ struct ColumnsArgs {
 // its own contiguous part of the rows; the first block combines the others' partial columns from
 // their shared memory in rank order, so results stay deterministic.
 template <class R, class S, int V>
-__global__ void __launch_bounds__(ColumnsPolicy::threads, ColumnsPolicy::min_blocks<S, V>())
-    columns_kernel(ColumnsArgs<S> a) {
+__global__ void __launch_bounds__(ColumnsPolicy::threads) columns_kernel(ColumnsArgs<S> a) {
   using T = math::compute_t<S>;
-  constexpr int kUnroll = ColumnsPolicy::unroll<S, V>();
+  constexpr int kUnroll = ColumnsPolicy::unroll<S>();
   __shared__ T tile[ColumnsPolicy::threads * V];  // [threadIdx.y][threadIdx.x * V + e]
   const int tile_x = blockDim.x, tile_y = blockDim.y;
   const int width = tile_x * V;
@@ -380,7 +369,7 @@ void launch_columns(const Plan& p, int32_t device, bool clusters, cudaStream_t s
   // Too few tiles to fill the device (a wide tensor reduced over dim 0): split the rows of each
   // tile over a cluster of blocks, as far as one wave of blocks holds.
   const int64_t tiles = grid_x * grid_y;
-  const int64_t step_rows = int64_t{tile_y} * ColumnsPolicy::unroll<S, V>();
+  const int64_t step_rows = int64_t{tile_y} * ColumnsPolicy::unroll<S>();
   while (clusters && a.split < ColumnsPolicy::max_split && tiles * a.split * 2 <= resident &&
          p.reduced / (a.split * 2) >= step_rows * ColumnsPolicy::min_split_steps)
     a.split *= 2;
