@@ -583,9 +583,10 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
       const T scaled_center = center * rstd;  // y = (h - shift) * rstd - scaled_center
       // f32 rows: the weight and bias vectors (from L2 after the first rows) of kLoads slots
       // are loaded before any of them is stored (the compiler cannot move a load above a store
-      // to `out`). H200 A/B (2026-11-27 07:40Z, kf-bench, same call), % of copy at rows of
-      // 262144: f32 layer norm 53.2 -> 61.6, RMS norm 58.7 -> 71.3. 16-bit rows lost with two
-      // (layer norm bf16 55.9 -> 51.0, RMS norm 65.0 -> 60.9; four spilled) and keep one.
+      // to `out`). H200 A/B (2026-11-27 07:36Z, kf-bench, same call, two passes), % of copy
+      // at rows of 262144: f32 layer norm 52.9 -> 62.6, RMS norm 59.0 -> 69.6. 16-bit rows
+      // lost with two (about 07:25Z, same call: layer norm bf16 55.9 -> 51.0, RMS norm 65.0 ->
+      // 60.9; four spilled) and keep one.
       constexpr int kLoads = sizeof(S) == 4 ? 4 : 1;
       // y for element e of slot vectors h, w, b.
       const auto output = [&](auto act, const Vec& hv, const Vec& wv, const Vec& bv, int e) {
@@ -684,7 +685,7 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
     using P = decltype(policy);
     if (p.residual.data)
       rows::launch_tile_kernel<P, S, cached_kernel<P, S, true>>(p, p.walk.rows, device, stream,
-                                                               false);
+                                                                false);
     else
       rows::launch_tile_kernel<P, S, cached_kernel<P, S, false>>(p, p.walk.rows, device, stream);
   });

@@ -45,10 +45,13 @@ constexpr bool tile_prefetches() {
 // Whether a register-cached kernel stages the next row in shared memory (cp.async) while it works
 // on the current one: rows of 16-byte vectors over a block at 32 elements a thread (f32 rows of
 // 8193..16384), which take 128 registers a thread and leave one 512-thread block per SM, with no
-// room for a second row in registers. (Warps of 32 f32 rows of 1024 lost 8-12 points of copy
-// with it, H200 07:40Z: they keep two blocks per SM without it.) Without it such an SM has no loads in flight while it reduces and
-// stores a row: Nsight Compute on an H200 (2026-11-27 07:04Z) read 60 % of DRAM bandwidth for
-// softmax and both norms over f32 rows of 16384, against 76-80 % for rows of 1024 and 4096.
+// room for a second row in registers. Without it such an SM has no loads in flight while it
+// reduces and stores a row: Nsight Compute on an H200 (2026-11-27 07:04Z) read 60 % of DRAM
+// bandwidth for softmax and both norms over f32 rows of 16384, against 76-80 % for rows of 1024
+// and 4096. H200 A/B (07:36Z, kf-bench, same call, two passes), % of copy over f32 rows of
+// 16384: softmax 73.7 -> 79.6, layer norm 73.5 -> 81.8, RMS norm 78.4 -> 85.1. Not for a warp
+// per row (f32 rows of 1024, 32 elements a thread, two blocks per SM): about 07:25Z they lost
+// 8-12 points with it against the 06:06Z run (softmax 94.0 -> 86.4, RMS norm 90.1 -> 78.6).
 // The row takes P::chunks * P::threads 16-byte slots (64 KiB), thread t's chunk k at slot
 // k * P::threads + t; a thread reads back only the slots it staged, so no barrier is needed.
 // Only for the kernels' common forms: those that hold a second row (a mask, a residual) spilled
@@ -269,8 +272,8 @@ void launch_tile_kernel(const Plan& p, int64_t rows, int32_t device, cudaStream_
   const size_t smem = common ? tile_shared_bytes<P, S>() : 0;
   if (smem > 0) {
     // The attribute is per device; setting it again is cheap next to rows this long.
-    const cudaError_t e = cudaFuncSetAttribute(
-        kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    const cudaError_t e = cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(smem));
     if (e != cudaSuccess) return;  // left in cudaGetLastError(), which the caller reports
   }
   const unsigned grid =

@@ -174,8 +174,8 @@ __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
       if (row >= w.rows) return;
       const int count = loaded(visible(q, static_cast<int>(n)));
       Slot* const slots = rows::tile_slots<P, S>();
-      rows::tile_stage<P, false>(static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, row),
-                                 count, lane, slots);
+      rows::tile_stage<P, false>(
+          static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, row), count, lane, slots);
     }
   };
   Raw raw;
@@ -568,7 +568,7 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
     using P = decltype(policy);
     if (p.mask.data)
       rows::launch_tile_kernel<P, S, cached_kernel<P, S, true>>(p, p.walk.rows, device, stream,
-                                                               false);
+                                                                false);
     else
       rows::launch_tile_kernel<P, S, cached_kernel<P, S, false>>(p, p.walk.rows, device, stream);
   });
