@@ -7,12 +7,14 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 
 #include "core/math/numeric.hpp"
 #include "core/ops/async_copy.cuh"
 #include "core/ops/rows/reduce.cuh"
 #include "core/ops/rows/rows.hpp"
+#include "core/runtime/cuda/cuda_check.hpp"
 #include "core/runtime/cuda/device_caps.hpp"
 
 namespace kf::rows {
@@ -271,10 +273,16 @@ void launch_tile_kernel(const Plan& p, int64_t rows, int32_t device, cudaStream_
                         bool common = true) {
   const size_t smem = common ? tile_shared_bytes<P, S>() : 0;
   if (smem > 0) {
-    // The attribute is per device; setting it again is cheap next to rows this long.
-    const cudaError_t e = cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               static_cast<int>(smem));
-    if (e != cudaSuccess) return;  // left in cudaGetLastError(), which the caller reports
+    // The shared memory past 48 KiB is allowed once per device (as prepare_staged_kernel does),
+    // not at every launch.
+    static std::atomic<bool> allowed[64];
+    const bool cacheable = device >= 0 && device < 64;
+    if (!cacheable || !allowed[device].load(std::memory_order_acquire)) {
+      cuda::check(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(smem)),
+                  "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
+      if (cacheable) allowed[device].store(true, std::memory_order_release);
+    }
   }
   const unsigned grid =
       tile_prefetches<P, S>() || smem > 0
