@@ -144,5 +144,29 @@ KF_HOST_DEVICE T apply_activation(Activation act, T x, P primitives = {}) {
   }
 }
 
+// The activation as a functor for an output loop whose activation is a run-time parameter:
+// with_activation(act, fn) calls fn with Identity or Relu, so that none and ReLU get their own
+// copy of the loop (a select at most, no dispatch per element), or with AnyActivation, one copy
+// shared by the transcendental ones, which dispatches at run time (a uniform branch, small beside
+// their own cost).
+struct AnyActivation {
+  Activation act;
+  template <class T, class P = Precise>
+  KF_HOST_DEVICE T operator()(T x, P primitives = {}) const {
+    return apply_activation(act, x, primitives);
+  }
+};
+
+template <class Fn>
+KF_HOST_DEVICE void with_activation(Activation act, Fn&& fn) {
+  if (act == Activation::none) {
+    fn(Identity{});
+  } else if (act == Activation::relu) {
+    fn(Relu{});
+  } else {
+    fn(AnyActivation{act});
+  }
+}
+
 }  // namespace math
 }  // namespace kf

@@ -265,18 +265,31 @@ TEST_P(BatchNormTest, UntrackedRunningStatistics) {
   check(c, 301);
 }
 
+// Every activation through inference and through each training kernel of the CUDA backend:
+// a block per channel (NCHW rows of 9), staged in shared memory (NCHW rows of 16-byte vectors)
+// and a block per 32 channels (NHWC with 40 channels). Their output loops keep one copy for
+// none, one for ReLU and one shared by the rest.
 TEST_P(BatchNormTest, Activations) {
   uint64_t salt = 400;
-  for (kf_activation_t act : {KF_ACTIVATION_RELU, KF_ACTIVATION_GELU, KF_ACTIVATION_GELU_TANH,
-                              KF_ACTIVATION_SILU, KF_ACTIVATION_TANH, KF_ACTIVATION_SIGMOID})
-    for (bool training : {false, true}) {
-      Case c;
-      c.shape = {2, 5, 7, 9};
-      c.layout = training ? KF_LAYOUT_NHWC : KF_LAYOUT_NCHW;
-      c.training = training;
-      c.act = act;
-      check(c, salt += 11);
-    }
+  struct Layout {
+    kf_layout_t layout;
+    Shape shape;
+  };
+  const Layout layouts[] = {{KF_LAYOUT_NCHW, {2, 5, 7, 9}},
+                            {KF_LAYOUT_NCHW, {2, 4, 8, 16}},
+                            {KF_LAYOUT_NHWC, {2, 3, 5, 40}}};
+  for (kf_activation_t act :
+       {KF_ACTIVATION_NONE, KF_ACTIVATION_RELU, KF_ACTIVATION_GELU, KF_ACTIVATION_GELU_TANH,
+        KF_ACTIVATION_SILU, KF_ACTIVATION_TANH, KF_ACTIVATION_SIGMOID})
+    for (bool training : {false, true})
+      for (const Layout& l : layouts) {
+        Case c;
+        c.shape = l.shape;
+        c.layout = l.layout;
+        c.training = training;
+        c.act = act;
+        check(c, salt += 11);
+      }
 }
 
 // Mean 1e4, std about 1: a naive E[x^2] - E[x]^2 in f32 loses every digit here.

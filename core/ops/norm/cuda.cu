@@ -111,28 +111,10 @@ __global__ void __launch_bounds__(Policy::threads)
   }
 }
 
-// The activation as a functor for the output loops: none and ReLU get their own copy of the loop
-// (a select at most), the transcendental ones share one copy that dispatches at run time (a
-// uniform branch, small beside their own cost). 16-bit outputs use math::HalfStorage's fast
-// primitives, as the elementwise kernels do.
-struct AnyActivation {
-  math::Activation act;
-  template <class T, class P>
-  __device__ __forceinline__ T operator()(T x, P primitives) const {
-    return math::apply_activation(act, x, primitives);
-  }
-};
-
-template <class Fn>
-__device__ __forceinline__ void with_activation(math::Activation act, Fn&& fn) {
-  if (act == math::Activation::none) {
-    fn(math::Identity{});
-  } else if (act == math::Activation::relu) {
-    fn(math::Relu{});
-  } else {
-    fn(AnyActivation{act});
-  }
-}
+// The output loops take their activation from math::with_activation: none and ReLU get their
+// own copy of the loop, the transcendental ones share one. 16-bit outputs use math::HalfStorage's
+// fast primitives, as the elementwise kernels do.
+using math::with_activation;
 
 using rows::AddSums;
 using rows::Sums;
