@@ -51,8 +51,11 @@ struct ChannelPolicy {  // a block (or a cluster of max_split at most) per chann
 // read from DRAM once. Measured on an H100 (kf-bench, 2026-11-26T14:48Z, 256 channels of
 // 514 KiB), % of copy f32 / f16 / bf16: 72 KiB slices in clusters of 8, 66 / 54 / 54; 36 KiB
 // slices in clusters of 16, 66 / 59 / 60. Two buffers a block (the next channel staged while
-// this one is computed) lost: 36 KiB x 2, 54 / 46 / 46; 72 KiB x 2, 42 / 27 / 27. More
-// independent blocks an SM do better than overlapping within one.
+// this one is computed) lost there: 36 KiB x 2, 54 / 46 / 46; 72 KiB x 2, 42 / 27 / 27. Once the
+// output loops no longer dispatched the activation per element, two buffers of 36 KiB gained for
+// f32 and lost for 16-bit data on an H200 (A/B, 2026-11-27 09:04Z, same call, two passes):
+// 63.0 / 64.7 / 63.5 -> 65.5 / 62.8 / 59.9. So 4- and 8-byte types take two buffers where both
+// fit in large_slice_bytes (three blocks an SM), 16-bit types one.
 struct StagedTrainingPolicy {
   static constexpr int threads = 256;
   static constexpr int max_portable_split = 8;
@@ -232,6 +235,7 @@ struct StagedArgs {
   uint32_t vectors;        // vectors per channel
   FastDivmod run_vectors;  // vectors per contiguous run of a channel (one batch entry's plane)
   int64_t x_run_stride, out_run_stride;  // elements between a channel's runs in x and out
+  int buffers;                           // 2: the next channel is staged while this one is used
 };
 
 // One channel per block or cluster at a time: each block copies its slice of the channel into
@@ -239,9 +243,11 @@ struct StagedArgs {
 // sums (shift = the channel's first element, so the variance keeps its precision for large
 // means) from there, the blocks' sums meet in rank order through distributed shared memory, and
 // each block normalises its slice from shared memory: x is read once. The blocks (clusters) stay
-// resident and walk the channels; a thread reads only the slots it staged, so right after its
-// output pass it stages the next channel's slots (no barrier): the next channel's loads are in
-// flight while this one's stores drain.
+// resident and walk the channels; a thread reads only the slots it staged, so it restages them
+// without a barrier: with one buffer right after its output pass (the next channel's loads are
+// in flight while this one's stores drain), with two (a.buffers) before it waits for this
+// channel's slots (the next channel's loads are in flight through this one's reduction and
+// cluster exchange as well).
 template <class S>
 __global__ void __launch_bounds__(StagedTrainingPolicy::threads)
     train_staged_kernel(const __grid_constant__ Plan p, StagedArgs a) {
@@ -265,25 +271,32 @@ __global__ void __launch_bounds__(StagedTrainingPolicy::threads)
     return run * run_stride + int64_t{m - run * a.run_vectors.divisor} * kWidth;
   };
   // Stages channel c: this thread's slots, vectors threadIdx.x + k * kThreads.
-  auto stage = [&](int64_t c) {
+  auto stage = [&](int64_t c, uint4* slots) {
     const S* x = static_cast<const S*>(p.x_c.data) + rows::row_offset(w, p.x_c, c);
     for (uint32_t i = threadIdx.x; i < count; i += kThreads) {
-      async_copy::copy16(staged + i, x + offset(first + i, a.x_run_stride));
+      async_copy::copy16(slots + i, x + offset(first + i, a.x_run_stride));
     }
     async_copy::commit();
   };
   int64_t c = blockIdx.x / a.split;
-  if (c < p.channels) stage(c);
-  for (; c < p.channels; c += stride) {
+  if (c < p.channels) stage(c, staged);
+  for (unsigned buffer = 0; c < p.channels; c += stride, buffer ^= a.buffers - 1) {
+    uint4* const slots = staged + buffer * a.part;
+    const bool ahead = a.buffers > 1 && c + stride < p.channels;
+    if (ahead) stage(c + stride, staged + (buffer ^ 1) * a.part);
     const S* x = static_cast<const S*>(p.x_c.data) + rows::row_offset(w, p.x_c, c);
     S* out = static_cast<S*>(p.out_c.data) + rows::row_offset(w, p.out_c, c);
     // The channel's values are fetched while its slice lands.
     const T shift = Traits::to_compute(x[0]);
     const T weight = channel_value<T>(p.weight, c, T(1)), bias = channel_value<T>(p.bias, c, T(0));
-    async_copy::wait<0>();  // this thread's slots of channel c have landed
+    if (ahead) {
+      async_copy::wait<1>();  // this thread's slots of channel c have landed
+    } else {
+      async_copy::wait<0>();
+    }
     rows::Sums<T> sums{0, 0};
     for (uint32_t i = threadIdx.x; i < count; i += kThreads) {
-      const Vec xv = *reinterpret_cast<const Vec*>(staged + i);
+      const Vec xv = *reinterpret_cast<const Vec*>(slots + i);
 #pragma unroll
       for (int e = 0; e < kWidth; ++e) {
         const T d = Traits::to_compute(xv.v[e]) - shift;
@@ -297,7 +310,7 @@ __global__ void __launch_bounds__(StagedTrainingPolicy::threads)
         train_channel<T>(p, c, shift, sums.d, sums.d2, threadIdx.x == 0 && rank == 0, weight, bias);
     math::with_activation(p.act, [&](auto act) {
       for (uint32_t i = threadIdx.x; i < count; i += kThreads) {
-        const Vec xv = *reinterpret_cast<const Vec*>(staged + i);
+        const Vec xv = *reinterpret_cast<const Vec*>(slots + i);
         Vec yv;
 #pragma unroll
         for (int e = 0; e < kWidth; ++e)
@@ -305,7 +318,7 @@ __global__ void __launch_bounds__(StagedTrainingPolicy::threads)
         *reinterpret_cast<Vec*>(out + offset(first + i, a.out_run_stride)) = yv;
       }
     });
-    if (c + stride < p.channels) stage(c + stride);
+    if (a.buffers == 1 && c + stride < p.channels) stage(c + stride, staged);
   }
   cluster.done();
 }
@@ -371,7 +384,8 @@ bool launch_staged_training(const Plan& p, int32_t device, cudaStream_t stream) 
   a.run_vectors = FastDivmod(static_cast<uint32_t>(run / kWidth));
   a.x_run_stride = w.inner_ndim == 2 ? p.x_c.inner[0] : 0;
   a.out_run_stride = w.inner_ndim == 2 ? p.out_c.inner[0] : 0;
-  const size_t smem = static_cast<size_t>(a.part) * 16;
+  a.buffers = sizeof(S) >= 4 && a.part * 16 * 2 <= Policy::large_slice_bytes ? 2 : 1;
+  const size_t smem = static_cast<size_t>(a.part) * 16 * a.buffers;
   int64_t grid = p.channels * split;  // resident blocks walk the channels
   const int64_t resident =
       rows::resident_blocks(train_staged_kernel<S>, Policy::threads, smem, a.split, device);
