@@ -135,8 +135,12 @@ __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
   using Traits = math::StorageTraits<S>;
   using Prim = typename math::PrimitivesFor<S>::type;
   using Vec = rows::Pack<S, P::vec>;
-  __shared__ T scratch[32];
+  // The block reductions alternate between scratch arrays (rows::block_reduce's kReuse = false:
+  // one barrier each instead of two): the layer norm's two a row take scratch[0] and
+  // pair_scratch, the RMS norm's one takes scratch[0] and scratch[1] on alternate rows.
+  __shared__ T scratch[2][32];
   __shared__ Sums<T> pair_scratch[32];
+  unsigned parity = 0;
   const rows::Walk& w = p.walk;
   const int64_t n = w.row_length;
   const T count = static_cast<T>(n), eps = static_cast<T>(p.eps);
@@ -268,7 +272,8 @@ __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
 #pragma unroll
         for (int i = 0; i < P::items; ++i) sum += h[i];  // padding is 0
       }
-      shift = mean_of(rows::group_reduce<kReduceThreads>(sum, rows::Plus{}, P::group, scratch));
+      shift = mean_of(
+          rows::group_reduce<kReduceThreads, false>(sum, rows::Plus{}, P::group, scratch[0]));
       Sums<T> sums{0, 0};
 #pragma unroll
       for (int k = 0; k < P::chunks; ++k) {
@@ -291,7 +296,7 @@ __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
           }
         }
       }
-      sums = rows::group_reduce<kReduceThreads>(sums, AddSums{}, P::group, pair_scratch);
+      sums = rows::group_reduce<kReduceThreads, false>(sums, AddSums{}, P::group, pair_scratch);
       const auto s = kClamped
                          ? math::stats::layer_norm_stats_scaled<T>(sums.d, sums.d2, inv_count, eps)
                          : math::stats::layer_norm_stats<T>(sums.d, sums.d2, count, eps);
@@ -316,7 +321,9 @@ __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
 #pragma unroll
         for (int i = 0; i < P::items; ++i) squares += h[i] * h[i];
       }
-      const T total = rows::group_reduce<kReduceThreads>(squares, rows::Plus{}, P::group, scratch);
+      const T total = rows::group_reduce<kReduceThreads, false>(squares, rows::Plus{}, P::group,
+                                                                scratch[parity]);
+      parity ^= 1;
       rstd = kClamped ? math::stats::rms_rstd_scaled<T>(total, inv_count, eps)
                       : math::stats::rms_rstd<T>(total, count, eps);
     }

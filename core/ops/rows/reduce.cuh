@@ -71,7 +71,14 @@ __device__ __forceinline__ T lanes_reduce(T v, Op op, int lanes) {
 // that take a block a row, H200 A/B (2026-11-27 05:53Z, kf-bench, same call, two passes), % of
 // copy, softmax f32 rows of 4096 84.0 -> 86.9, f16 / bf16 rows of 16384 79.7 / 78.3 -> 83.9 /
 // 81.2, causal [16, 2048, 2048] f16 / bf16 59.4 / 55.3 -> 63.6 / 59.8 (the norms: norm/cuda.cu).
-template <int kThreads = 0, class T, class Op>
+// kReuse = false leaves the trailing barrier out, for callers that alternate between two scratch
+// arrays, one reduction to the next: a warp writes the array of reduction k + 2 only after the
+// barrier of reduction k + 1, which no warp passes before it has read reduction k's values.
+// For the register-cached norm and softmax kernels, H200 A/B (2026-11-27 09:15Z, kf-bench, same
+// call, two passes): 0 to +0.8 points of copy over rows of 4096 and 16384 (layer norm f32 rows
+// of 4096 82.3 -> 82.9, softmax f16 / bf16 rows of 16384 83.9 / 81.7 -> 84.6 / 82.4), the
+// other rows within noise.
+template <int kThreads = 0, bool kReuse = true, class T, class Op>
 __device__ __forceinline__ T block_reduce(T v, Op op, T* scratch) {
   static_assert(kThreads % 32 == 0, "a block of whole warps");
   v = lanes_reduce(v, op, 32);
@@ -85,15 +92,15 @@ __device__ __forceinline__ T block_reduce(T v, Op op, T* scratch) {
     v = scratch[0];
     for (int i = 1; i < warps; ++i) v = op(v, scratch[i]);
   }
-  __syncthreads();
+  if constexpr (kReuse) __syncthreads();
   return v;
 }
 
 // Combines v over a row's group of threads: `group` lanes of a warp (a power of two up to 32) or
-// the whole block (group == blockDim.x; kThreads as for block_reduce).
-template <int kThreads = 0, class T, class Op>
+// the whole block (group == blockDim.x; kThreads and kReuse as for block_reduce).
+template <int kThreads = 0, bool kReuse = true, class T, class Op>
 __device__ __forceinline__ T group_reduce(T v, Op op, int group, T* scratch) {
-  return group <= 32 ? lanes_reduce(v, op, group) : block_reduce<kThreads>(v, op, scratch);
+  return group <= 32 ? lanes_reduce(v, op, group) : block_reduce<kThreads, kReuse>(v, op, scratch);
 }
 
 // Sum over the block (kept for the kernels that only add).

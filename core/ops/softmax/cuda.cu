@@ -113,7 +113,9 @@ __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
   using Traits = math::StorageTraits<S>;
   using Prim = typename math::PrimitivesFor<S>::type;
   namespace st = math::stats;
-  __shared__ T scratch[32];
+  // A row's two block reductions take scratch[0] and scratch[1] (rows::block_reduce's kReuse =
+  // false: one barrier each instead of two).
+  __shared__ T scratch[2][32];
   const rows::Walk& w = p.walk;
   const int64_t n = w.row_length;
   const T scale = static_cast<T>(p.scale), minus_inf = st::negative_infinity<T>();
@@ -287,7 +289,7 @@ __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
       if (live(k))
 #pragma unroll
         for (int e = 0; e < P::vec; ++e) max = fmax(max, v[k * P::vec + e]);
-    max = rows::group_reduce<P::threads>(max, rows::Larger{}, P::group, scratch);
+    max = rows::group_reduce<P::threads, false>(max, rows::Larger{}, P::group, scratch[0]);
     T sum = 0;
     if (p.log) {
 #pragma unroll
@@ -306,7 +308,7 @@ __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
             sum += v[k * P::vec + e];
           }
     }
-    sum = rows::group_reduce<P::threads>(sum, rows::Plus{}, P::group, scratch);
+    sum = rows::group_reduce<P::threads, false>(sum, rows::Plus{}, P::group, scratch[1]);
     const bool hidden_row = max == minus_inf;  // gives 0 (log-softmax: -inf), not NaN
     if (hidden_row) {
       if constexpr (!kChunked) {  // (kChunked stores it below)
