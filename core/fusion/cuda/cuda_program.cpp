@@ -26,6 +26,7 @@
 #include <cuda_runtime_api.h>
 
 #include "core/runtime/cuda/cuda_check.hpp"
+#include "core/runtime/cuda/device_caps.hpp"
 #include "core/runtime/cuda/launch.hpp"
 
 namespace kf {
@@ -317,19 +318,7 @@ cudaLibrary_t load_library(const std::vector<char>& cubin) {
 DeviceBalance device_balance(const kf_context_t* ctx) {
   DeviceBalance b;
   if (ctx == nullptr || !ctx->is_cuda()) return b;
-  int sms = 0, clock_khz = 0, memory_khz = 0, bus_bits = 0;
-  const int d = ctx->device_id;
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, d) != cudaSuccess ||
-      cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, d) != cudaSuccess ||
-      cudaDeviceGetAttribute(&memory_khz, cudaDevAttrMemoryClockRate, d) != cudaSuccess ||
-      cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, d) != cudaSuccess) {
-    cudaGetLastError();
-    return b;  // unknown: the layout's default
-  }
-  // Four warp schedulers of 32 lanes per SM (sm_70 on); double data rate memory.
-  const double issue = 128.0 * sms * clock_khz;
-  const double bytes = 2.0 * memory_khz * (bus_bits / 8.0);
-  if (issue > 0 && bytes > 0) b.issue_per_byte = issue / bytes;
+  b.issue_per_byte = cuda::issue_per_byte(ctx->device_id);  // 0: unknown, the layout's default
   return b;
 }
 

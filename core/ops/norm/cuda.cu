@@ -128,7 +128,9 @@ using rows::Sums;
 // activation chosen outside the output loop.
 // kResidual: the form with a residual has its own instantiation, so the common form does not
 // pay for the second row's registers.
-template <class P, class S, bool kResidual>
+// kStage = false: the form without the shared-memory staging below, for devices that lose with
+// it (rows::tile_stages_rows).
+template <class P, class S, bool kResidual, bool kStage = true>
 __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
     cached_kernel(const __grid_constant__ Plan p) {
   using T = math::compute_t<S>;
@@ -193,7 +195,7 @@ __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
   const auto mean_of = [&](T total) { return kClamped ? total * inv_count : total / count; };
   // kShared (rows::tile_prefetches_shared: f32 rows of 32 elements a thread, without a
   // residual): the next row is staged in shared memory while this one is worked on.
-  constexpr bool kShared = rows::tile_prefetches_shared<P, S>() && !kResidual;
+  constexpr bool kShared = rows::tile_prefetches_shared<P, S>() && !kResidual && kStage;
   using Slot = rows::Pack<S, P::vec>;
   const auto stage = [&](int64_t first) {
     const int64_t row = first + slot;
@@ -662,6 +664,13 @@ bool launch_staged(const Plan& p, int32_t device, cudaStream_t stream) {
   }
 }
 
+// The common form's kernels, for rows::launch_common_tile_kernel.
+template <class P, class S>
+struct CommonCached {
+  template <bool kStage>
+  static constexpr auto kernel = cached_kernel<P, S, false, kStage>;
+};
+
 template <class S, int V>
 bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
   if (p.walk.rows >= rows::kMaxColdRows) return false;  // row offsets in 32 bits (rows.hpp)
@@ -672,11 +681,12 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
   const bool wide_form = std::is_same<S, math::bfloat16_t>::value && p.residual.data == nullptr;
   return rows::with_tile_policy<S, V>(p.walk.row_length, wide_form, [&](auto policy) {
     using P = decltype(policy);
-    if (p.residual.data)
+    if (p.residual.data) {
       rows::launch_tile_kernel<P, S, cached_kernel<P, S, true>>(p, p.walk.rows, device, stream,
                                                                 false);
-    else
-      rows::launch_tile_kernel<P, S, cached_kernel<P, S, false>>(p, p.walk.rows, device, stream);
+    } else {
+      rows::launch_common_tile_kernel<P, S, CommonCached<P, S>>(p, p.walk.rows, device, stream);
+    }
   });
 }
 

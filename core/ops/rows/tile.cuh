@@ -64,6 +64,20 @@ constexpr bool tile_prefetches_shared() {
          P::group == P::threads;
 }
 
+// Whether `device` takes the shared-memory staging of tile_prefetches_shared: where its SMs issue
+// fewer than 8.5 instructions per byte of DRAM bandwidth (cuda::issue_per_byte: H200 6.8, H100
+// SXM 10). On an H100 the staged kernels lost what they gained on the H200: kf-bench, f32 rows of
+// 16384, % of copy, H100 06:14Z (before it) against 09:39Z (with it), softmax 91.3 -> 85.9,
+// layer norm 91.1 -> 87.5, RMS norm 92.5 -> 87.1, every other row within 1 point. Such devices
+// keep the kernel that loads each row in place, in one pass of blocks: H100 A/B (10:03Z, same
+// call, two passes), staged -> in place, softmax 87.2 -> 91.9, layer norm 87.2 -> 91.1, RMS norm
+// 87.3 -> 92.4, the other f32 rows within noise. A device that does not report its clocks keeps
+// it too.
+inline bool tile_stages_rows(int32_t device) {
+  const double ratio = cuda::issue_per_byte(device);
+  return ratio > 0 && ratio < 8.5;
+}
+
 // Dynamic shared memory of a register-cached kernel that stages its rows
 // (tile_prefetches_shared), 0 otherwise.
 template <class P, class S>
@@ -289,6 +303,22 @@ void launch_tile_kernel(const Plan& p, int64_t rows, int32_t device, cudaStream_
           ? resident_grid<kKernel>(rows, P::rows_per_block, P::threads, device, smem)
           : tile_grid(rows, P::rows_per_block);
   kKernel<<<grid, P::threads, smem, stream>>>(p);
+}
+
+// Launches the common form (no residual, no mask) of a register-cached kernel family over `rows`
+// rows of plan p: Family::kernel<true>, which stages the next row in shared memory where the
+// policy does (tile_prefetches_shared) and the device gains (tile_stages_rows); elsewhere
+// Family::kernel<false>, instantiated only for the policies that stage, which loads each row in
+// place in one pass of blocks.
+template <class P, class S, class Family, class Plan>
+void launch_common_tile_kernel(const Plan& p, int64_t rows, int32_t device, cudaStream_t stream) {
+  if constexpr (tile_prefetches_shared<P, S>()) {
+    if (!tile_stages_rows(device)) {
+      launch_tile_kernel<P, S, Family::template kernel<false>>(p, rows, device, stream, false);
+      return;
+    }
+  }
+  launch_tile_kernel<P, S, Family::template kernel<true>>(p, rows, device, stream);
 }
 
 // Picks the cached policy for rows of n elements loaded `V` at a time and calls fn(Policy{});

@@ -106,7 +106,9 @@ __global__ void __launch_bounds__(Policy::threads)
 // here (Nsight Compute, 84-87 M instructions, 7.4 cycles a warp between issues), so the per-row
 // work matters: a first form that divided for each row's query index and masked every element
 // against it lost 8 points on them.
-template <class P, class S, bool kMask>
+// kStage = false: the form without the shared-memory staging below, for devices that lose with
+// it (rows::tile_stages_rows).
+template <class P, class S, bool kMask, bool kStage = true>
 __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
     cached_kernel(const __grid_constant__ Plan p) {
   using T = math::compute_t<S>;
@@ -168,7 +170,7 @@ __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
   constexpr bool kPrefetch = rows::tile_prefetches<P, S>();
   // kShared (rows::tile_prefetches_shared: f32 rows of 32 elements a thread, without a mask):
   // the next row is staged in shared memory while this one is worked on.
-  constexpr bool kShared = rows::tile_prefetches_shared<P, S>() && !kMask;
+  constexpr bool kShared = rows::tile_prefetches_shared<P, S>() && !kMask && kStage;
   using Slot = rows::Pack<S, P::vec>;
   const auto stage = [&](int64_t first, uint32_t q) {
     const int64_t row = first + slot;
@@ -563,16 +565,24 @@ bool launch_staged(const Plan& p, int32_t device, cudaStream_t stream) {
   }
 }
 
+// The common form's kernels, for rows::launch_common_tile_kernel.
+template <class P, class S>
+struct CommonCached {
+  template <bool kStage>
+  static constexpr auto kernel = cached_kernel<P, S, false, kStage>;
+};
+
 template <class S, int V>
 bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
   if (p.walk.rows >= rows::kMaxColdRows) return false;  // row offsets in 32 bits (rows.hpp)
   return rows::with_tile_policy<S, V>(p.walk.row_length, p.mask.data == nullptr, [&](auto policy) {
     using P = decltype(policy);
-    if (p.mask.data)
+    if (p.mask.data) {
       rows::launch_tile_kernel<P, S, cached_kernel<P, S, true>>(p, p.walk.rows, device, stream,
                                                                 false);
-    else
-      rows::launch_tile_kernel<P, S, cached_kernel<P, S, false>>(p, p.walk.rows, device, stream);
+    } else {
+      rows::launch_common_tile_kernel<P, S, CommonCached<P, S>>(p, p.walk.rows, device, stream);
+    }
   });
 }
 
