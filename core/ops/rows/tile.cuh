@@ -281,11 +281,14 @@ unsigned resident_grid(int64_t rows, int rows_per_block, int threads, int32_t de
 
 // Launches register-cached kernel kKernel (policy P, storage S) over `rows` rows of plan p: on a
 // resident grid when it prefetches the next row (tile_prefetches, or in shared memory,
-// tile_prefetches_shared, in the kernels' common forms: `common`), else in one pass.
+// tile_prefetches_shared), else in one pass. `stages`: whether kKernel is a form that stages
+// its rows where the policy does (false for the forms with a residual or a mask, and for the
+// in-place form launch_common_tile_kernel picks); it must match the kernel's own choice, since
+// it sizes the kernel's dynamic shared memory.
 template <class P, class S, auto kKernel, class Plan>
 void launch_tile_kernel(const Plan& p, int64_t rows, int32_t device, cudaStream_t stream,
-                        bool common = true) {
-  const size_t smem = common ? tile_shared_bytes<P, S>() : 0;
+                        bool stages = true) {
+  const size_t smem = stages ? tile_shared_bytes<P, S>() : 0;
   if (smem > 0) {
     // The shared memory past 48 KiB is allowed once per device (as prepare_staged_kernel does),
     // not at every launch.
