@@ -674,11 +674,15 @@ struct CommonCached {
 template <class S, int V>
 bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
   if (p.walk.rows >= rows::kMaxColdRows) return false;  // row offsets in 32 bits (rows.hpp)
-  // The 32-elements-a-thread form for 16-bit rows of up to 4096 (rows/tile.cuh) only for bf16
-  // rows without a residual. H100 A/B (2026-11-26 16:16Z, same call), % of copy over 16384 rows
-  // of 4096: f16 layer norm 83.7 with it against 85.7 without, RMS norm 86.0 against 92.6; bf16
-  // gains (layer norm 66 -> 82 at 15:38Z).
-  const bool wide_form = std::is_same<S, math::bfloat16_t>::value && p.residual.data == nullptr;
+  // The 32-elements-a-thread form for 16-bit rows of 2049..4096 (rows/tile.cuh), without a
+  // residual, where the device's SMs issue few instructions per byte (rows::tile_issue_lean):
+  // there its per-row work (two block reductions) weighs on twice the elements; elsewhere the
+  // 16-elements-a-thread form keeps more rows in flight. kf-bench, 16384 rows of 4096, % of
+  // copy, layer norm / RMS norm, f16 and bf16, 16 elements a thread -> 32 (same calls, two
+  // passes, 2026-11-27): H200 (11:11Z) f16 79.5 / 85.3 -> 86.2 / 86.3, bf16 68.0 / 78.0 -> 77.4
+  // / 84.0; H100 (11:19Z) f16 92.0 / 93.0 -> 86.1 / 87.3, bf16 90.5 / 92.4 -> 84.1 / 84.2. (An
+  // H100 A/B of 2026-11-26 16:16Z had made it bf16-only, on every device.)
+  const bool wide_form = p.residual.data == nullptr && rows::tile_issue_lean(device);
   return rows::with_tile_policy<S, V>(p.walk.row_length, wide_form, [&](auto policy) {
     using P = decltype(policy);
     if (p.residual.data) {

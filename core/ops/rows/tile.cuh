@@ -64,19 +64,24 @@ constexpr bool tile_prefetches_shared() {
          P::group == P::threads;
 }
 
-// Whether `device` takes the shared-memory staging of tile_prefetches_shared: where its SMs issue
-// fewer than 8.5 instructions per byte of DRAM bandwidth (cuda::issue_per_byte: H200 6.8, H100
-// SXM 10). On an H100 the staged kernels lost what they gained on the H200: kf-bench, f32 rows of
-// 16384, % of copy, H100 06:14Z (before it) against 09:39Z (with it), softmax 91.3 -> 85.9,
-// layer norm 91.1 -> 87.5, RMS norm 92.5 -> 87.1, every other row within 1 point. Such devices
-// keep the kernel that loads each row in place, in one pass of blocks: H100 A/B (10:03Z, same
-// call, two passes), staged -> in place, softmax 87.2 -> 91.9, layer norm 87.2 -> 91.1, RMS norm
-// 87.3 -> 92.4, the other f32 rows within noise. A device that does not report its clocks keeps
-// it too.
-inline bool tile_stages_rows(int32_t device) {
+// Whether `device`'s SMs issue fewer than 8.5 instructions per byte of DRAM bandwidth
+// (cuda::issue_per_byte: H200 6.8, H100 SXM 10; a device that does not report its clocks counts
+// as not). The row kernels' best forms differ across that line (tile_stages_rows below, the
+// norms' 32-elements-a-thread form).
+inline bool tile_issue_lean(int32_t device) {
   const double ratio = cuda::issue_per_byte(device);
   return ratio > 0 && ratio < 8.5;
 }
+
+// Whether `device` takes the shared-memory staging of tile_prefetches_shared: where its SMs issue
+// fewer than 8.5 instructions per byte of DRAM bandwidth (tile_issue_lean). On an H100 the staged
+// kernels lost what they gained on the H200: kf-bench, f32 rows of 16384, % of copy, H100 06:14Z
+// (before it) against 09:39Z (with it), softmax 91.3 -> 85.9, layer norm 91.1 -> 87.5, RMS
+// norm 92.5 -> 87.1, every other row within 1 point. Such devices keep the kernel that loads each
+// row in place, in one pass of blocks: H100 A/B (10:03Z, same call, two passes), staged -> in
+// place, softmax 87.2 -> 91.9, layer norm 87.2 -> 91.1, RMS norm 87.3 -> 92.4, the other f32 rows
+// within noise.
+inline bool tile_stages_rows(int32_t device) { return tile_issue_lean(device); }
 
 // Dynamic shared memory of a register-cached kernel that stages its rows
 // (tile_prefetches_shared), 0 otherwise.
@@ -337,8 +342,8 @@ void launch_common_tile_kernel(const Plan& p, int64_t rows, int32_t device, cuda
 // on 8 elements a thread, though: 128-thread blocks of 16 elements a thread for rows of up to
 // 2048 (f32, f16, bf16), and of 32 for 16-bit rows of up to 4096 where the caller allows it
 // (`wide`: false for kernels that hold two rows, a residual or a mask as well, which spilled
-// there), measured on an H200 (15:05Z and
-// 15:12Z, same calls), % of copy f32 / f16 / bf16: causal softmax over 2048 columns 62.5 / 37 /
+// there, and for the norms on devices that are not tile_issue_lean), measured on an H200 (15:05Z
+// and 15:12Z, same calls), % of copy f32 / f16 / bf16: causal softmax over 2048 columns 62.5 / 37 /
 // 36 -> 70 / 57 / 53.5; the 2048x2048 seeds, softmax 50 / 36 / 35 -> 59 / 42 / 41, layer norm
 // 40 / 29 / 27 -> 51 / 34 / 30, RMS norm 46 / 37 / 36 -> 55 / 41.5 / 38; 16-bit rows of 4096,
 // layer norm 63 / 47 -> 70 / 60, RMS norm 85 / 69 -> 85 / 82, softmax 84.5 / 84 -> 85.5 / 87.
