@@ -676,7 +676,7 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
   if (p.walk.rows >= rows::kMaxColdRows) return false;  // row offsets in 32 bits (rows.hpp)
   // The 32-elements-a-thread form for 16-bit rows of 2049..4096 (rows/tile.cuh), without a
   // residual, where the device's SMs issue few instructions per byte (rows::tile_issue_lean):
-  // there its per-row work (two block reductions) weighs on twice the elements; elsewhere the
+  // there its per-row work (the block reductions) weighs on twice the elements; elsewhere the
   // 16-elements-a-thread form keeps more rows in flight. kf-bench, 16384 rows of 4096, % of
   // copy, layer norm / RMS norm, f16 and bf16, 16 elements a thread -> 32 (same calls, two
   // passes, 2026-11-27): H200 (11:11Z) f16 79.5 / 85.3 -> 86.2 / 86.3, bf16 68.0 / 78.0 -> 77.4
