@@ -172,6 +172,35 @@ TEST_P(SoftmaxTest, MaskedBlocksOfLongRows) {
   }
 }
 
+// The same without a mask, from x itself (on CUDA the register-cached rows over a cluster: 3
+// blocks for rows of 40000, 16 for rows of 262144): a row of -inf, a row that is -inf for its
+// first two thirds, and a row whose blocks' maxima lie far apart (the first third near +40, the
+// rest near -40), so that each block's exp, taken about its own maximum, is rescaled to the
+// row's by a factor far from 1 (or by 0, where a block saw only -inf).
+TEST_P(SoftmaxTest, InfiniteAndDistantBlocksOfLongRows) {
+  for (const int64_t length : {int64_t{40000}, int64_t{262144}}) {
+    const Shape shape{4, length};
+    Tensor x = tensor(shape), out = tensor(shape);
+    std::vector<double> xv = fill(x, dtype(), static_cast<size_t>(4 * length), seed(360 + length));
+    for (int64_t c = 0; c < length; ++c) {
+      xv[static_cast<size_t>(length + c)] = -INFINITY;
+      if (c < 2 * length / 3) xv[static_cast<size_t>(2 * length + c)] = -INFINITY;
+      xv[static_cast<size_t>(3 * length + c)] += c < length / 3 ? 40.0 : -40.0;
+    }
+    xv = kf_test::round_to_dtype(xv, dtype());
+    kf_test::upload(x, xv);
+    for (bool log : {false, true}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype())) + " rows of " + std::to_string(length) +
+                   (log ? " log" : ""));
+      kf_test::poison(out);
+      KF_ASSERT_OK(
+          (log ? kf_log_softmax : kf_fused_softmax)(ctx(), x, nullptr, out, 1.0, 0, nullptr));
+      expect_close_inf(kf_test::download(out), softmax_ref(xv, shape, {}, {}, 1.0, false, log),
+                       kf_test::tolerance(dtype()), log ? "log softmax" : "softmax");
+    }
+  }
+}
+
 TEST_P(SoftmaxTest, StridedAndInPlace) {
   const uint64_t s = seed(400);
   // x: [3,5,33] view of [5,3,40] (leading dims transposed, offset rows); out: column stride 2.
