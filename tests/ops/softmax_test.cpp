@@ -172,11 +172,12 @@ TEST_P(SoftmaxTest, MaskedBlocksOfLongRows) {
   }
 }
 
-// The same without a mask, from x itself (on CUDA the register-cached rows over a cluster: 3
-// blocks for rows of 40000, 16 for rows of 262144): a row of -inf, a row that is -inf for its
-// first two thirds, and a row whose blocks' maxima lie far apart (the first third near +40, the
-// rest near -40), so that each block's exp, taken about its own maximum, is rescaled to the
-// row's by a factor far from 1 (or by 0, where a block saw only -inf).
+// The same without a mask, from x itself (on CUDA f32 and 16-bit rows are staged over a
+// cluster: rows of 40000 take 3 blocks in f32 and 2 in 16-bit, rows of 262144 16 and 8): a row
+// of -inf, a row that is -inf for its first two thirds, and a row whose blocks' maxima lie far
+// apart (the first third near +40, the rest near -40), so that each block's sum of exp, taken
+// about its own maximum, is rescaled to the row's by a factor far from 1 (or by 0, where a block
+// saw only -inf).
 TEST_P(SoftmaxTest, InfiniteAndDistantBlocksOfLongRows) {
   for (const int64_t length : {int64_t{40000}, int64_t{262144}}) {
     const Shape shape{4, length};
