@@ -85,6 +85,41 @@ KF_HOST_DEVICE int64_t row_offset_cold(const Walk& w, const Operand& t, int64_t 
 // The row counts row_offset_cold serves.
 constexpr int64_t kMaxColdRows = int64_t{1} << 31;
 
+// A row's place in a walk of up to two leading dims (rows < kMaxColdRows): hi = row /
+// outer_shape[1] and lo = row % outer_shape[1] with two dims, else hi = 0 and lo = row. A kernel
+// that walks rows by a fixed step keeps one a thread and advances it with an add and a compare,
+// where row_offset_cold divides for every operand of every row: an [Lq, Lk] mask broadcast over
+// the heads of [B, Lq, Lk] logits keeps the walk at two leading dims.
+struct RowCursor {
+  uint32_t hi = 0, lo = 0;
+};
+
+KF_HOST_DEVICE RowCursor row_cursor(const Walk& w, int64_t row) {
+  const uint32_t index = static_cast<uint32_t>(row);
+  if (w.outer_ndim != 2) return RowCursor{0, index};
+  const uint32_t hi = div_by(index, DivMagic{w.outer_multiplier[1], w.outer_shift[1]});
+  return RowCursor{hi, index - hi * static_cast<uint32_t>(w.outer_shape[1])};
+}
+
+// c moved on by `step` (row_cursor of the step's row count).
+KF_HOST_DEVICE RowCursor advance(const Walk& w, RowCursor c, RowCursor step) {
+  c.hi += step.hi;
+  c.lo += step.lo;
+  if (w.outer_ndim == 2 && c.lo >= static_cast<uint32_t>(w.outer_shape[1])) {
+    c.lo -= static_cast<uint32_t>(w.outer_shape[1]);
+    ++c.hi;
+  }
+  return c;
+}
+
+// Element offset of the row at c in operand t (row_offset_cold's value); `row` is that row's
+// number, for walks of three or more leading dims.
+KF_HOST_DEVICE int64_t row_offset_at(const Walk& w, const Operand& t, RowCursor c, int64_t row) {
+  if (w.outer_ndim == 1) return int64_t{c.lo} * t.outer[0];
+  if (w.outer_ndim == 2) return int64_t{c.hi} * t.outer[0] + int64_t{c.lo} * t.outer[1];
+  return row_offset_cold(w, t, row);
+}
+
 // Element offset of column `col` of a row, relative to the row's first element.
 KF_HOST_DEVICE int64_t col_offset(const Walk& w, const Operand& t, int64_t col) {
   if (w.inner_ndim == 1) return col * t.inner[0];

@@ -156,36 +156,56 @@ __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
   const auto loaded = [&](int seen) {
     return p.causal ? (seen + P::vec - 1) / P::vec * P::vec : seen;
   };
-  auto fetch = [&](int64_t first, uint32_t q, Raw& raw) {
+  // kMask: each thread's row is found through a rows::RowCursor advanced with the walk, not by
+  // dividing for every operand of every row (row_offset_cold): an [Lq, Lk] mask broadcast over the
+  // heads keeps the walk at two leading dims. H200 A/B (2026-11-27 13:32Z, kf-bench, same call,
+  // two passes), causal [16, 2048, 2048] with a [2048, 2048] mask (f32: [8, ...]), % of copy f32
+  // / f16 / bf16: 92.4 / 63.7 / 60.0 -> 96.0 / 76.1 / 70.1. Not for the unmasked forms, whose
+  // dense walks have one leading dim: in the same run the cursor cost them up to 7.5 points
+  // (f32 rows of 4096 93.3 -> 85.8, the 16-bit 32x512x768 seeds 68 -> 64.5).
+  const rows::RowCursor cursor_step = kMask ? rows::row_cursor(w, walk_step) : rows::RowCursor{};
+  rows::RowCursor cursor = kMask ? rows::row_cursor(w, first_row + slot) : rows::RowCursor{};
+  const auto offset_of = [&](const rows::Operand& o, rows::RowCursor c, int64_t row) {
+    if constexpr (kMask)
+      return rows::row_offset_at(w, o, c, row);
+    else
+      return rows::row_offset_cold(w, o, row);
+  };
+  const auto advanced = [&](rows::RowCursor c) {
+    if constexpr (kMask)
+      return rows::advance(w, c, cursor_step);
+    else
+      return c;
+  };
+  auto fetch = [&](int64_t first, uint32_t q, rows::RowCursor c, Raw& raw) {
     const int64_t row = first + slot;
     if (row >= w.rows) return;
     const int count = loaded(visible(q, static_cast<int>(n)));
-    rows::tile_fetch<P>(static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, row), count,
-                        lane, raw.x);
+    rows::tile_fetch<P>(static_cast<const S*>(p.x.data) + offset_of(p.x, c, row), count, lane,
+                        raw.x);
     if constexpr (kMask)
-      rows::tile_fetch<P>(
-          static_cast<const S*>(p.mask.data) + rows::row_offset_cold(w, p.mask, row), count, lane,
-          raw.mask);
+      rows::tile_fetch<P>(static_cast<const S*>(p.mask.data) + offset_of(p.mask, c, row), count,
+                          lane, raw.mask);
   };
   constexpr bool kPrefetch = rows::tile_prefetches<P, S>();
   // kShared (rows::tile_prefetches_shared: f32 rows of 32 elements a thread, without a mask):
   // the next row is staged in shared memory while this one is worked on.
   constexpr bool kShared = rows::tile_prefetches_shared<P, S>() && !kMask && kStage;
   using Slot = rows::Pack<S, P::vec>;
-  const auto stage = [&](int64_t first, uint32_t q) {
+  const auto stage = [&](int64_t first, uint32_t q, rows::RowCursor c) {
     const int64_t row = first + slot;
     if constexpr (kShared) {
       if (row >= w.rows) return;
       const int count = loaded(visible(q, static_cast<int>(n)));
       Slot* const slots = rows::tile_slots<P, S>();
-      rows::tile_stage<P, false>(
-          static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, row), count, lane, slots);
+      rows::tile_stage<P, false>(static_cast<const S*>(p.x.data) + offset_of(p.x, c, row), count,
+                                 lane, slots);
     }
   };
   Raw raw;
-  if constexpr (kPrefetch) fetch(first_row, query, raw);
+  if constexpr (kPrefetch) fetch(first_row, query, cursor, raw);
   if constexpr (kShared) {
-    stage(first_row, query);
+    stage(first_row, query, cursor);
     async_copy::commit();
   }
   // kChunked (f32 rows of 16-byte vectors over a block of threads, up to 16 elements each):
@@ -202,7 +222,8 @@ __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
   // rows (f32 rows of 1024 93.7 -> 65.8, of 16384 72.9 -> 52.2, f16 rows of 4096 86.6 -> 79.7;
   // causal 16-bit rows +1 .. +2); scalar rows (unaligned, a branch per element) were not timed.
   constexpr bool kChunked = sizeof(S) == 4 && P::vec > 1 && P::group > 32 && P::items <= 16;
-  for (int64_t first = first_row; first < w.rows; first += walk_step, query = next_query(query)) {
+  for (int64_t first = first_row; first < w.rows;
+       first += walk_step, query = next_query(query), cursor = advanced(cursor)) {
     const int64_t row = first + slot;
     const int64_t length = row < w.rows ? n : 0;  // rows past the end load and store nothing
     const int64_t r = row < w.rows ? row : 0;
@@ -213,7 +234,7 @@ __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
     const auto live = [&](int k) { return !kChunked || rows::tile_col<P>(lane, k) < count; };
     T v[P::items];
     if constexpr (kChunked) {
-      fetch(first, query, raw);
+      fetch(first, query, cursor, raw);
 #pragma unroll
       for (int k = 0; k < P::chunks; ++k) {
         if (!live(k)) continue;
@@ -237,7 +258,7 @@ __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
       T add[kMask ? P::items : 1];
       if constexpr (kPrefetch) {
         Raw next;
-        fetch(first + walk_step, next_query(query), next);
+        fetch(first + walk_step, next_query(query), advanced(cursor), next);
         rows::tile_unpack<P>(raw.x, count, lane, v, minus_inf);
         if constexpr (kMask) rows::tile_unpack<P>(raw.mask, count, lane, add, T(0));
         raw = next;
@@ -245,20 +266,20 @@ __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
         async_copy::wait<0>();  // this thread's copies of the row have landed
         const Slot* const slots = rows::tile_slots<P, S>();
         rows::tile_read_staged<P, false>(slots, count, lane, raw.x);
-        stage(first + walk_step, next_query(query));  // into the slots just read
+        stage(first + walk_step, next_query(query),
+              advanced(cursor));  // into the slots just read
         async_copy::commit();
         rows::tile_unpack<P>(raw.x, count, lane, v, minus_inf);
       } else if constexpr (P::items <= 16) {
-        fetch(first, query, raw);  // x's and the mask's loads in flight together
+        fetch(first, query, cursor, raw);  // x's and the mask's loads in flight together
         rows::tile_unpack<P>(raw.x, count, lane, v, minus_inf);
         if constexpr (kMask) rows::tile_unpack<P>(raw.mask, count, lane, add, T(0));
       } else {  // 32 elements a thread: both rows at once would spill (f32 at 128 registers)
-        rows::tile_load<P>(static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, r),
-                           count, lane, v, minus_inf);
+        rows::tile_load<P>(static_cast<const S*>(p.x.data) + offset_of(p.x, cursor, r), count, lane,
+                           v, minus_inf);
         if constexpr (kMask)
-          rows::tile_load<P>(
-              static_cast<const S*>(p.mask.data) + rows::row_offset_cold(w, p.mask, r), count, lane,
-              add, T(0));
+          rows::tile_load<P>(static_cast<const S*>(p.mask.data) + offset_of(p.mask, cursor, r),
+                             count, lane, add, T(0));
       }
       if constexpr (kMask) {
 #pragma unroll
@@ -332,7 +353,7 @@ __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
 #pragma unroll
           for (int e = 0; e < P::vec; ++e) v[k * P::vec + e] *= inv_sum;
     }
-    S* const out = static_cast<S*>(p.out.data) + rows::row_offset_cold(w, p.out, r);
+    S* const out = static_cast<S*>(p.out.data) + offset_of(p.out, cursor, r);
     if constexpr (kChunked) {
       using Vec = rows::Pack<S, P::vec>;
 #pragma unroll
