@@ -444,6 +444,21 @@ TEST_P(NormTest, UnalignedRowStarts) {
   }
 }
 
+// Rows of 2049..4096 (on CUDA a block a row, 16-bit ones on a resident grid that fetches the next
+// row while it works on the current one, the f16 form with a residual at three blocks per SM on
+// some devices) with several rows for every resident block, with and without a residual.
+// (The CPU backend, which has no such grid, checks fewer rows.)
+TEST_P(NormTest, BlockRowsOverManySteps) {
+  uint64_t salt = 1700;
+  const int64_t rows = kf_test::device_under_test() == KF_DEVICE_CUDA ? 700 : 60;
+  for (int64_t length : {int64_t{3000}, int64_t{4096}}) {
+    check_rms_norm(rows, length, true, true, KF_ACTIVATION_NONE, salt += 3);
+    check_rms_norm(rows, length, true, false, KF_ACTIVATION_GELU, salt += 3);
+    check_rms_norm(rows, length, false, true, KF_ACTIVATION_NONE, salt += 3);
+    check_layer_norm(rows, length, true, KF_ACTIVATION_RELU, salt += 3);
+  }
+}
+
 // More rows past 64 KiB than a GPU holds clusters at once (on CUDA, several waves of clusters),
 // with and without a residual.
 TEST_P(NormTest, ManyLongRows) {

@@ -130,8 +130,10 @@ using rows::Sums;
 // pay for the second row's registers.
 // kStage = false: the form without the shared-memory staging below, for devices that lose with
 // it (rows::tile_stages_rows).
-template <class P, class S, bool kResidual, bool kStage = true>
-__global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
+// kBlocks: the resident blocks per SM it is compiled for (0: rows::tile_min_blocks; see
+// residual_takes_three_blocks).
+template <class P, class S, bool kResidual, bool kStage = true, int kBlocks = 0>
+__global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile_min_blocks<P, S>())
     cached_kernel(const __grid_constant__ Plan p) {
   using T = math::compute_t<S>;
   using Traits = math::StorageTraits<S>;
@@ -664,6 +666,19 @@ bool launch_staged(const Plan& p, int32_t device, cudaStream_t stream) {
   }
 }
 
+// Whether the form with a residual for policy P and storage S has a build for three blocks per
+// SM, which launch_cached takes where the SMs are not rows::tile_issue_lean: f16 rows of
+// 2049..4096 (a 256-thread block a row, 16 elements a thread; 76 registers and no spills, where
+// the two-block build takes 85). Not bf16, which gained nothing. kf-bench, RMS norm with a
+// residual over 8192 rows of 4096, % of copy, two blocks -> three (same calls, three passes,
+// 2026-11-27): H100 (14:32Z) f16 88.5-88.6 -> 89.8-90.2, bf16 86.9-87.0 -> 86.8-87.1 (squeezed
+// from 96 registers to 80); H200 (14:26Z) f16 86.2-86.6 -> 81.6-82.1, bf16 86.1-86.5 -> 78.4-79.0.
+template <class P, class S>
+constexpr bool residual_takes_three_blocks() {
+  return std::is_same_v<S, math::half_t> && P::vec == 8 && P::items == 16 && P::threads == 256 &&
+         P::group == P::threads;
+}
+
 // The common form's kernels, for rows::launch_common_tile_kernel.
 template <class P, class S>
 struct CommonCached {
@@ -686,6 +701,13 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
   return rows::with_tile_policy<S, V>(p.walk.row_length, wide_form, [&](auto policy) {
     using P = decltype(policy);
     if (p.residual.data) {
+      if constexpr (residual_takes_three_blocks<P, S>()) {
+        if (!rows::tile_issue_lean(device)) {
+          rows::launch_tile_kernel<P, S, cached_kernel<P, S, true, true, 3>>(p, p.walk.rows, device,
+                                                                             stream, false);
+          return;
+        }
+      }
       rows::launch_tile_kernel<P, S, cached_kernel<P, S, true>>(p, p.walk.rows, device, stream,
                                                                 false);
     } else {
