@@ -446,8 +446,9 @@ TEST_P(NormTest, UnalignedRowStarts) {
 
 // Rows of 2049..4096 (on CUDA a block a row, 16-bit ones on a resident grid that fetches the next
 // row while it works on the current one, the f16 form with a residual at three blocks per SM on
-// some devices) with several rows for every resident block, with and without a residual.
-// (The CPU backend, which has no such grid, checks fewer rows.)
+// some devices) with more rows than such a grid holds blocks (264 or 396 on 132 SMs), so blocks
+// go on to further rows, with and without a residual. (The CPU backend, which has no such grid,
+// checks fewer rows.)
 TEST_P(NormTest, BlockRowsOverManySteps) {
   uint64_t salt = 1700;
   const int64_t rows = kf_test::device_under_test() == KF_DEVICE_CUDA ? 700 : 60;
