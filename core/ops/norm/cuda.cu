@@ -698,6 +698,21 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
   // / 84.0; H100 (11:19Z) f16 92.0 / 93.0 -> 86.1 / 87.3, bf16 90.5 / 92.4 -> 84.1 / 84.2. (An
   // H100 A/B of 2026-11-26 16:16Z had made it bf16-only, on every device.)
   const bool wide_form = p.residual.data == nullptr && rows::tile_issue_lean(device);
+  // 16-bit rows of 769..1024 without a residual, where the SMs are not rows::tile_issue_lean:
+  // a 128-thread block a row at 8 elements a thread (62 registers, eight blocks per SM) instead
+  // of with_tile_policy's warp a row at 32 (114-126 registers, two 256-thread blocks per SM).
+  // H100 A/B (2026-11-27 14:57Z, kf-bench, same call, two passes), rows of 1024, % of copy,
+  // warp -> block: layer norm f16 86.3 / 86.4 -> 87.8 / 87.9, bf16 83.4 / 83.3 -> 86.0 / 86.0;
+  // RMS norm f16 87.9 / 88.1 -> 89.8 / 90.5, bf16 86.0 / 85.8 -> 89.8 / 90.3; the other rows
+  // within noise. Not measured on an H200, which keeps the warp a row.
+  if constexpr (sizeof(S) == 2 && V == 8) {
+    const int64_t n = p.walk.row_length;
+    if (!p.residual.data && n > 768 && n <= 1024 && !rows::tile_issue_lean(device)) {
+      using P = rows::TilePolicy<128, 1, 8, 128>;
+      rows::launch_common_tile_kernel<P, S, CommonCached<P, S>>(p, p.walk.rows, device, stream);
+      return true;
+    }
+  }
   return rows::with_tile_policy<S, V>(p.walk.row_length, wide_form, [&](auto policy) {
     using P = decltype(policy);
     if (p.residual.data) {
