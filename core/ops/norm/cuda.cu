@@ -426,7 +426,7 @@ struct MergeShiftedSums {
 // every pass, so a thread only reads back what it wrote itself.
 // Three blocks per SM, as softmax's staged kernel (see there): on an H200 (2026-11-26T11:18Z)
 // 16-bit rows of 262144 went from 35-43 to 41-49 % of copy with it, f32 rows were unchanged.
-template <class S, bool kClustered>
+template <class S, bool kClustered, bool kResident = false>
 __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
     staged_kernel(const __grid_constant__ Plan p, const rows::Staging g) {
   using T = math::compute_t<S>;
@@ -450,6 +450,14 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
   const int groups = blockDim.x / g.group;
   const S* weight = p.weight.data ? static_cast<const S*>(p.weight.data) + first_col : nullptr;
   const S* bias = p.bias.data ? static_cast<const S*>(p.bias.data) + first_col : nullptr;
+  const int vectors = static_cast<int>(cols / V);
+  // kResident (RMS norm, clustered; see launch_staged): the block's slice of the weight is staged
+  // once, after the buffers, each thread its own slots in the first row's copy group, and the
+  // output pass reads it there rather than from L2 for every row.
+  const S* const weight_slice = staged + g.buffer_elems * g.buffers;
+  if constexpr (kResident)
+    rows::stage_rows(staged + g.buffer_elems * g.buffers, g.slice, 1, vectors,
+                     [&](int) { return weight; });
   const auto reduce = [&](T v) {
     v = rows::group_reduce<rows::StagedPolicy::threads>(v, rows::Plus{}, g.group, scratch);
     if constexpr (kClustered) v = cluster.reduce(v, rows::Plus{});
@@ -457,7 +465,7 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
   };
   const int64_t tiles = (w.rows + g.rows_per_tile - 1) / g.rows_per_tile;
   constexpr bool kInPass = kClustered && rows::StagedPolicy::restages_in_pass<S>();
-  const int vectors = static_cast<int>(cols / V);
+  static_assert(!kResident || (kClustered && sizeof(S) == 2 && !kInPass));
   const auto rows_in = [&](int64_t tile) {
     const int64_t left = w.rows - tile * g.rows_per_tile;
     return static_cast<int>(left < g.rows_per_tile ? left : g.rows_per_tile);
@@ -593,7 +601,10 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
           for (int c = lane * V; c < length; c += g.group * V) {
             const Vec hv = *reinterpret_cast<const Vec*>(h_row + c);
             Vec wv, bv, yv;
-            if (weight) wv = *reinterpret_cast<const Vec*>(weight + c);
+            if constexpr (kResident)
+              wv = *reinterpret_cast<const Vec*>(weight_slice + c);
+            else if (weight)
+              wv = *reinterpret_cast<const Vec*>(weight + c);
             if (bias) bv = *reinterpret_cast<const Vec*>(bias + c);
 #pragma unroll
             for (int e = 0; e < V; ++e) yv.v[e] = output(act, hv, wv, bv, e);
@@ -632,6 +643,16 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
   if constexpr (kClustered) cluster.done();
 }
 
+// The clustered kernel that keeps the weight's slice resident: 16-bit types only (launch_staged).
+template <class S>
+constexpr auto resident_kernel() {
+  if constexpr (sizeof(S) == 2) {
+    return &staged_kernel<S, true, true>;
+  } else {
+    return &staged_kernel<S, true>;
+  }
+}
+
 // Runs the staged kernel when the rows fit it (16-bit and 32-bit types); false otherwise.
 template <class S>
 bool launch_staged(const Plan& p, int32_t device, cudaStream_t stream) {
@@ -661,8 +682,23 @@ bool launch_staged(const Plan& p, int32_t device, cudaStream_t stream) {
     if (sizeof(S) == 2 && row_bytes <= (p.residual.data ? 16 : 32) * 1024) return false;
     if (!p.residual.data && row_bytes > 32 * 1024 && row_bytes <= rows::StagedPolicy::slice_bytes)
       return false;
-    return rows::stage_and_launch<staged_kernel<S, false>, staged_kernel<S, true>>(
-        p, p.walk, sizeof(S), p.residual.data ? 2 : 1, device, stream, "norm kernel launch");
+    // The RMS norm's weight (without a residual) stays resident in the clustered kernel, for rows
+    // past 64 KiB that fit 16 blocks of 64 KiB with it (x's slice and the weight's: twice the
+    // blocks): f16 rows everywhere, bf16 rows where the SMs are not rows::tile_issue_lean.
+    // kf-bench, RMS norm, 256 rows of 262144 (the one length measured), % of copy,
+    // weight from L2 -> resident (same calls, 2026-11-27): H100 (16:15Z, two passes) f16 69.3 /
+    // 69.3 -> 82.6 / 82.5, bf16 72.8 / 74.6 -> 80.4 / 80.1; H200 (16:27Z, three passes) f16
+    // 60.8 / 60.9 / 63.0 -> 70.4 / 69.7 / 69.9, bf16 64.4 / 66.3 / 63.2 -> 62.0 / 61.4 / 62.1.
+    // Not the layer norm: its weight and bias both resident took 96 KiB blocks, two per SM
+    // (H100: f16 69.8 -> 66.3, bf16 69.9 -> 62.3), and the weight alone, the bias from L2, lost
+    // on the H200 (f16 59.6 -> 51.6, bf16 55.6 -> 50.3).
+    const bool resident = sizeof(S) == 2 && p.kind == Kind::rms && p.weight.data && !p.bias.data &&
+                          !p.residual.data &&
+                          (std::is_same_v<S, math::half_t> || !rows::tile_issue_lean(device));
+    return rows::stage_and_launch<staged_kernel<S, false>, staged_kernel<S, true>,
+                                  resident_kernel<S>()>(p, p.walk, sizeof(S),
+                                                        p.residual.data ? 2 : 1, device, stream,
+                                                        "norm kernel launch", resident ? 1 : 0);
   }
 }
 

@@ -12,7 +12,9 @@
 //    128 KiB) slice, one buffer; the row's statistics are combined through distributed shared
 //    memory. The clusters stay resident and walk the rows; each thread stages its own slots of
 //    the next row as soon as the current row's output pass has read them (rolling), so the next
-//    row's loads are in flight while this row's stores drain.
+//    row's loads are in flight while this row's stores drain. A family may keep a per-column
+//    operand (the RMS norm's weight) resident: each block stages its slice of it once, beside
+//    its slice of the row, in twice the blocks.
 // The tuning numbers live in StagedPolicy, apart from the families' math.
 #pragma once
 
@@ -56,16 +58,21 @@ struct Staging {
   int buffers = 1;           // 2: the next tile is staged while the current one is computed
   bool rolling = false;      // one buffer, refilled by each thread as it finishes its slots
   int64_t buffer_elems = 0;  // elements of one buffer (every staged operand's tile)
+  int resident = 0;          // clustered: per-column operands (a weight) staged once, after
+                             // the buffers, a slice each
   size_t smem = 0;           // dynamic shared memory per block
   unsigned grid = 0;
 };
 
 // Plans staging for `rows` rows of n elements of `element_bytes` each, with `inputs` row
 // operands staged (x, and a residual). max_cluster: the largest cluster the kernel may use (1
-// where clusters are not available). Returns false when the rows cannot be staged: the length
-// does not fill whole 16-byte vectors, or a row needs more than max_cluster slices.
+// where clusters are not available). resident: per-column operands (of n elements, the same
+// for every row) the clustered kernel would keep in shared memory; as many of them as fit
+// 64 KiB slices in max_cluster blocks are planned (Staging::resident), none where none fits.
+// Returns false when the rows cannot be staged: the length does not fill whole 16-byte vectors,
+// or a row needs more than max_cluster slices.
 inline bool plan_staging(int64_t rows, int64_t n, int element_bytes, int inputs, int max_cluster,
-                         Staging* s) {
+                         Staging* s, int resident = 0) {
   using P = StagedPolicy;
   const int64_t vec = 16 / element_bytes;
   if (n % vec != 0) return false;
@@ -92,6 +99,14 @@ inline bool plan_staging(int64_t rows, int64_t n, int element_bytes, int inputs,
     int64_t budget = P::slice_bytes;
     int64_t blocks = (row_bytes + budget - 1) / budget;
     int64_t limit = max_cluster;
+    for (int k = resident; k > 0; --k) {
+      const int64_t with = (n * element_bytes * (inputs + k) + budget - 1) / budget;
+      if (with <= limit) {
+        blocks = with;
+        g.resident = k;
+        break;
+      }
+    }
     if (blocks > limit) {  // 128 KiB slices, in portable clusters (one block per SM)
       budget = P::large_slice_bytes;
       blocks = (row_bytes + budget - 1) / budget;
@@ -107,7 +122,7 @@ inline bool plan_staging(int64_t rows, int64_t n, int element_bytes, int inputs,
     g.grid = static_cast<unsigned>(units * g.cluster);
   }
   g.buffer_elems = g.rows_per_tile * g.slice * inputs;
-  g.smem = static_cast<size_t>(g.buffer_elems * element_bytes * g.buffers);
+  g.smem = static_cast<size_t>((g.buffer_elems * g.buffers + g.resident * g.slice) * element_bytes);
   *s = g;
   return true;
 }
@@ -270,16 +285,20 @@ void launch_staged(void (*kernel)(Plan, Staging), const Plan& plan, Staging g, i
                          stream, what, plan, g);
 }
 
-// Plans and launches a family's staged kernels (kTiled without clusters, kClustered with) over
+// Plans and launches a family's staged kernels (kTiled without clusters, kClustered with, or
+// kResident where plan_staging keeps `resident` per-column operands in shared memory) over
 // plan's rows; false when they cannot be staged (the caller takes another path).
-template <auto kTiled, auto kClustered, class Plan>
+template <auto kTiled, auto kClustered, auto kResident = kClustered, class Plan>
 bool stage_and_launch(const Plan& plan, const Walk& w, int element_bytes, int inputs,
-                      int32_t device, cudaStream_t stream, const char* what) {
+                      int32_t device, cudaStream_t stream, const char* what, int resident = 0) {
   const int max_cluster = prepare_staged_kernel<kClustered, true>(device);
   prepare_staged_kernel<kTiled, false>(device);
+  if (resident > 0) prepare_staged_kernel<kResident, true>(device);
   Staging g;
-  if (!plan_staging(w.rows, w.row_length, element_bytes, inputs, max_cluster, &g)) return false;
-  launch_staged(g.cluster > 1 ? kClustered : kTiled, plan, g, device, stream, what);
+  if (!plan_staging(w.rows, w.row_length, element_bytes, inputs, max_cluster, &g, resident))
+    return false;
+  launch_staged(g.cluster > 1 ? (g.resident > 0 ? kResident : kClustered) : kTiled, plan, g, device,
+                stream, what);
   return true;
 }
 
