@@ -426,7 +426,10 @@ struct MergeShiftedSums {
 // every pass, so a thread only reads back what it wrote itself.
 // Three blocks per SM, as softmax's staged kernel (see there): on an H200 (2026-11-26T11:18Z)
 // 16-bit rows of 262144 went from 35-43 to 41-49 % of copy with it, f32 rows were unchanged.
-template <class S, bool kClustered, bool kResident = false>
+// kInPass: whether the clustered form restages the next row inside the output pass
+// (rows::for_each_tile; launch_staged picks it for the RMS norm's 16-bit rows).
+template <class S, bool kClustered, bool kResident = false,
+          bool kInPass = kClustered&& rows::StagedPolicy::restages_in_pass<S>()>
 __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
     staged_kernel(const __grid_constant__ Plan p, const rows::Staging g) {
   using T = math::compute_t<S>;
@@ -464,8 +467,8 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
     return v;
   };
   const int64_t tiles = (w.rows + g.rows_per_tile - 1) / g.rows_per_tile;
-  constexpr bool kInPass = kClustered && rows::StagedPolicy::restages_in_pass<S>();
-  static_assert(!kResident || (kClustered && sizeof(S) == 2 && !kInPass));
+  static_assert(kClustered || !kInPass);
+  static_assert(!kResident || (kClustered && sizeof(S) == 2));
   const auto rows_in = [&](int64_t tile) {
     const int64_t left = w.rows - tile * g.rows_per_tile;
     return static_cast<int>(left < g.rows_per_tile ? left : g.rows_per_tile);
@@ -643,11 +646,12 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
   if constexpr (kClustered) cluster.done();
 }
 
-// The clustered kernel that keeps the weight's slice resident: 16-bit types only (launch_staged).
-template <class S>
+// The clustered kernel that keeps the weight's slice resident (16-bit types only; the f32
+// clustered kernel otherwise), restaging the next row inside the output pass or after it.
+template <class S, bool kInPass>
 constexpr auto resident_kernel() {
   if constexpr (sizeof(S) == 2) {
-    return &staged_kernel<S, true, true>;
+    return &staged_kernel<S, true, true, kInPass>;
   } else {
     return &staged_kernel<S, true>;
   }
@@ -692,13 +696,24 @@ bool launch_staged(const Plan& p, int32_t device, cudaStream_t stream) {
     // Not the layer norm: its weight and bias both resident took 96 KiB blocks, two per SM
     // (H100: f16 69.8 -> 66.3, bf16 69.9 -> 62.3), and the weight alone, the bias from L2, lost
     // on the H200 (f16 59.6 -> 51.6, bf16 55.6 -> 50.3).
+    // Where the SMs are not issue-lean, that kernel also restages the next row inside the output
+    // pass (rows::for_each_tile). H100 A/B (2026-11-27 17:00Z, kf-bench, same call, three
+    // passes), RMS norm, rows of 262144, % of copy, after the pass -> in it: f16 81.9 / 82.1 /
+    // 81.8 -> 83.6 / 83.6 / 83.5, bf16 80.4 / 80.8 / 80.5 -> 82.7 / 82.9 / 83.1; the layer norm
+    // lost with it (f16 71.5 / 69.2 / 70.5 -> 67.3 / 67.6 / 67.7) and keeps the order it has.
+    const bool lean = rows::tile_issue_lean(device);
     const bool resident = sizeof(S) == 2 && p.kind == Kind::rms && p.weight.data && !p.bias.data &&
-                          !p.residual.data &&
-                          (std::is_same_v<S, math::half_t> || !rows::tile_issue_lean(device));
+                          !p.residual.data && (std::is_same_v<S, math::half_t> || !lean);
+    const int inputs = p.residual.data ? 2 : 1;
+    if constexpr (std::is_same_v<S, math::half_t>) {
+      if (lean)
+        return rows::stage_and_launch<staged_kernel<S, false>, staged_kernel<S, true>,
+                                      resident_kernel<S, false>()>(
+            p, p.walk, sizeof(S), inputs, device, stream, "norm kernel launch", resident ? 1 : 0);
+    }
     return rows::stage_and_launch<staged_kernel<S, false>, staged_kernel<S, true>,
-                                  resident_kernel<S>()>(p, p.walk, sizeof(S),
-                                                        p.residual.data ? 2 : 1, device, stream,
-                                                        "norm kernel launch", resident ? 1 : 0);
+                                  resident_kernel<S, true>()>(
+        p, p.walk, sizeof(S), inputs, device, stream, "norm kernel launch", resident ? 1 : 0);
   }
 }
 

@@ -42,7 +42,10 @@ struct StagedPolicy {
   static constexpr int max_portable_cluster = 8;
   static constexpr int max_cluster = 16;  // non-portable; used when the device can hold one
   // Whether the clustered kernels of storage type S restage the next row inside the output pass
-  // (for_each_tile's kInPass; measured there): f32 rows gained, 16-bit ones lost.
+  // (for_each_tile's kInPass; measured there) on every device: f32 rows gained; 16-bit ones lost
+  // on the H200, and on the H100 gained or lost by family, so the families that gain there take
+  // an in-pass build of their 16-bit kernels where the SMs are not tile_issue_lean (see the
+  // softmax and the RMS norm).
   template <class S>
   static constexpr bool restages_in_pass() {
     return sizeof(S) == 4;

@@ -411,7 +411,10 @@ struct MergeMaxSums {
 // staging now finds a long row's source once, the passes count in 32 bits, and kMasked (a mask
 // or the causal rule applies) is a separate instantiation: ~32 instructions per element, and
 // rows of 262144 went from 42 / 37 / 35 to 56 / 63 / 62 % of copy (H200, 14:37Z, same call).
-template <class S, bool kClustered, bool kMasked>
+// kInPass: whether the clustered form restages the next row inside the output pass
+// (rows::for_each_tile; launch_staged picks it for 16-bit rows).
+template <class S, bool kClustered, bool kMasked,
+          bool kInPass = kClustered&& rows::StagedPolicy::restages_in_pass<S>()>
 __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
     staged_kernel(const __grid_constant__ Plan p, const rows::Staging g) {
   using T = math::compute_t<S>;
@@ -434,7 +437,7 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
   const int lane = threadIdx.x % g.group, slot = threadIdx.x / g.group;
   const int groups = blockDim.x / g.group;
   const int64_t tiles = (w.rows + g.rows_per_tile - 1) / g.rows_per_tile;
-  constexpr bool kInPass = kClustered && rows::StagedPolicy::restages_in_pass<S>();
+  static_assert(kClustered || !kInPass);
   const auto rows_in = [&](int64_t tile) {
     const int64_t left = w.rows - tile * g.rows_per_tile;
     return static_cast<int>(left < g.rows_per_tile ? left : g.rows_per_tile);
@@ -581,6 +584,17 @@ bool launch_staged(const Plan& p, int32_t device, cudaStream_t stream) {
     if (p.mask.data || p.causal)
       return rows::stage_and_launch<staged_kernel<S, false, true>, staged_kernel<S, true, true>>(
           p, p.walk, sizeof(S), 1, device, stream, "softmax kernel launch");
+    // 16-bit rows without a mask restage the next row inside the output pass where the SMs are
+    // not rows::tile_issue_lean. H100 A/B (2026-11-27 17:00Z, kf-bench, same call, three
+    // passes), rows of 262144, % of copy, after the pass -> in it: f16 82.6 / 80.3 / 82.5 ->
+    // 84.0 / 81.3 / 83.5, bf16 82.1 / 79.6 / 81.5 -> 83.8 / 80.6 / 83.4 (the H200 keeps the
+    // order it was measured with; the masked form was not timed).
+    if constexpr (sizeof(S) == 2) {
+      if (!rows::tile_issue_lean(device))
+        return rows::stage_and_launch<staged_kernel<S, false, false>,
+                                      staged_kernel<S, true, false, true>>(
+            p, p.walk, sizeof(S), 1, device, stream, "softmax kernel launch");
+    }
     return rows::stage_and_launch<staged_kernel<S, false, false>, staged_kernel<S, true, false>>(
         p, p.walk, sizeof(S), 1, device, stream, "softmax kernel launch");
   }
