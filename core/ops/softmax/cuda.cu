@@ -414,7 +414,7 @@ struct MergeMaxSums {
 // kInPass: whether the clustered form restages the next row inside the output pass
 // (rows::for_each_tile; launch_staged picks it for 16-bit rows).
 template <class S, bool kClustered, bool kMasked,
-          bool kInPass = kClustered&& rows::StagedPolicy::restages_in_pass<S>()>
+          bool kInPass = (kClustered && rows::StagedPolicy::restages_in_pass<S>())>
 __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
     staged_kernel(const __grid_constant__ Plan p, const rows::Staging g) {
   using T = math::compute_t<S>;
