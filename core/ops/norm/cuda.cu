@@ -457,10 +457,9 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
   // kResident (RMS norm, clustered; see launch_staged): the block's slice of the weight is staged
   // once, after the buffers, each thread its own slots in the first row's copy group, and the
   // output pass reads it there rather than from L2 for every row.
-  const S* const weight_slice = staged + g.buffer_elems * g.buffers;
+  S* const weight_slice = staged + g.buffer_elems * g.buffers;
   if constexpr (kResident)
-    rows::stage_rows(staged + g.buffer_elems * g.buffers, g.slice, 1, vectors,
-                     [&](int) { return weight; });
+    rows::stage_rows(weight_slice, g.slice, 1, vectors, [&](int) { return weight; });
   const auto reduce = [&](T v) {
     v = rows::group_reduce<rows::StagedPolicy::threads>(v, rows::Plus{}, g.group, scratch);
     if constexpr (kClustered) v = cluster.reduce(v, rows::Plus{});
