@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <type_traits>
 
 #include "core/math/numeric.hpp"
 #include "core/ops/async_copy.cuh"
@@ -106,10 +107,48 @@ constexpr int tile_min_blocks() {
   return per_256 * 256 / P::threads;
 }
 
+// Whether the register-cached kernels of policy P widen storage S a word of two elements at a
+// time (pack_to_compute's kPairs): bf16 vectors, but for the warp-a-row policies of three or
+// more vectors a thread (rows of 513..1024). kf-bench, H200 (2026-11-27 19:43Z, same call, two
+// passes), % of copy, element by element -> in pairs: layer norm bf16 rows of 64 / 4096 / 16384
+// 76.2 / 77.5 / 72.4 -> 86.9 / 85.9 / 81.2, RMS norm 87.1 / 83.9 / 83.3 -> 87.6 / 84.7 / 83.9,
+// masked causal softmax 70.2 -> 72.5; the warp-a-row rows of 1024 lost (layer norm 85.2 ->
+// 75.6, RMS norm 88.5 -> 76.6, and the 32x512x768 seeds 60 -> 53 and 64 -> 56).
+template <class P, class S>
+constexpr bool pairs_widen() {
+  return std::is_same_v<S, math::bfloat16_t> && P::vec % 2 == 0 &&
+         !(P::group <= 32 && P::chunks >= 3);
+}
+
 template <class S, int V>
 struct alignas(sizeof(S) * V) Pack {
   S v[V];
 };
+
+// 1 << 16 where the compiler cannot see it, so that a multiply by it stays an IMAD (FMA pipe)
+// instead of becoming a shift (ALU pipe). Each translation unit has its own copy.
+static __constant__ unsigned int kBf16Scale = 1u << 16;
+
+// A pack's elements in the compute type. kPairs (bf16 only): each 32-bit word of two elements is
+// widened on the FMA pipe where it can be: the low element is the word times 2^16 (IMAD), the
+// high one the word with its low half cleared (LOP3), against a shift and a mask on the ALU pipe
+// per word (SASS, sm_90). The H200's 16-bit rows are bound by that pipe (see pairs_widen).
+template <bool kPairs, class S, int V>
+__device__ __forceinline__ void pack_to_compute(const Pack<S, V> p, math::compute_t<S> (&out)[V]) {
+  if constexpr (kPairs) {
+    static_assert(std::is_same_v<S, math::bfloat16_t> && V % 2 == 0, "bf16 pairs");
+    unsigned int words[V / 2];
+    __builtin_memcpy(words, p.v, sizeof words);
+#pragma unroll
+    for (int i = 0; i < V / 2; ++i) {
+      out[2 * i] = __uint_as_float(words[i] * kBf16Scale);
+      out[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < V; ++e) out[e] = math::StorageTraits<S>::to_compute(p.v[e]);
+  }
+}
 
 // First column of chunk k held by `lane` of the group.
 template <class P>
@@ -186,29 +225,45 @@ __device__ __forceinline__ void tile_read_staged(const Pack<S, P::vec>* slots, i
     if (kClamped || tile_col<P>(lane, k) < n) raw.packs[k] = slots[k * P::threads + threadIdx.x];
 }
 
-// Converts every chunk of a fetched part of a row to the compute type (no padding).
-template <class P, class S>
+// Converts every chunk of a fetched part of a row to the compute type (no padding), in pairs
+// where kPairs (pack_to_compute).
+template <class P, class S, bool kPairs = pairs_widen<P, S>()>
 __device__ __forceinline__ void tile_convert(const TileRaw<P, S>& raw,
                                              math::compute_t<S> (&dst)[P::items]) {
 #pragma unroll
-  for (int k = 0; k < P::chunks; ++k)
+  for (int k = 0; k < P::chunks; ++k) {
+    if constexpr (kPairs) {
+      math::compute_t<S> values[P::vec];
+      pack_to_compute<true>(raw.packs[k], values);
 #pragma unroll
-    for (int e = 0; e < P::vec; ++e)
-      dst[k * P::vec + e] = math::StorageTraits<S>::to_compute(raw.packs[k].v[e]);
+      for (int e = 0; e < P::vec; ++e) dst[k * P::vec + e] = values[e];
+    } else {
+#pragma unroll
+      for (int e = 0; e < P::vec; ++e)
+        dst[k * P::vec + e] = math::StorageTraits<S>::to_compute(raw.packs[k].v[e]);
+    }
+  }
 }
 
 // Converts a fetched part of a row of n elements to the compute type, `pad` where the row has
-// ended.
-template <class P, class S>
+// ended; in pairs where kPairs (pack_to_compute).
+template <class P, class S, bool kPairs = pairs_widen<P, S>()>
 __device__ __forceinline__ void tile_unpack(const TileRaw<P, S>& raw, int64_t n, int lane,
                                             math::compute_t<S> (&dst)[P::items],
                                             math::compute_t<S> pad) {
 #pragma unroll
   for (int k = 0; k < P::chunks; ++k) {
     const bool inside = tile_col<P>(lane, k) < n;
+    if constexpr (kPairs) {
+      math::compute_t<S> values[P::vec];
+      pack_to_compute<true>(raw.packs[k], values);
 #pragma unroll
-    for (int e = 0; e < P::vec; ++e)
-      dst[k * P::vec + e] = inside ? math::StorageTraits<S>::to_compute(raw.packs[k].v[e]) : pad;
+      for (int e = 0; e < P::vec; ++e) dst[k * P::vec + e] = inside ? values[e] : pad;
+    } else {
+#pragma unroll
+      for (int e = 0; e < P::vec; ++e)
+        dst[k * P::vec + e] = inside ? math::StorageTraits<S>::to_compute(raw.packs[k].v[e]) : pad;
+    }
   }
 }
 
