@@ -185,14 +185,11 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
     fetch_row(p.x, raw.x);
     if constexpr (kResidual) fetch_row(p.residual, raw.residual);
   };
-  // bf16 widened in pairs (rows::pairs_widen), but for the form with a residual, which did not
-  // gain (H200, 2026-11-27 19:43Z: RMS norm with a residual, rows of 4096, 86.4 -> 86.0 %).
-  constexpr bool kPairs = rows::pairs_widen<P, S>() && !kResidual;
   auto convert = [&](const rows::TileRaw<P, S>& from, int64_t length, T(&to)[P::items]) {
     if constexpr (kClamped)
-      rows::tile_convert<P, S, kPairs>(from, to);
+      rows::tile_convert<P>(from, to);
     else
-      rows::tile_unpack<P, S, kPairs>(from, length, lane, to, T(0));
+      rows::tile_unpack<P>(from, length, lane, to, T(0));
   };
   // kClamped rows scale by 1 / n and take rsqrt (math::stats::*_scaled: no range checks or slow
   // paths in the per-row work); the others keep the divisions.
@@ -355,19 +352,10 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
         const int64_t c = rows::tile_load_col<P>(lane, k, n);
         const Vec wk = *reinterpret_cast<const Vec*>(weight + c);
         const Vec bk = *reinterpret_cast<const Vec*>(bias + c);
-        if constexpr (kPairs) {
-          T wf[P::vec], bf[P::vec];
-          rows::pack_to_compute<true>(wk, wf);
-          rows::pack_to_compute<true>(bk, bf);
 #pragma unroll
-          for (int e = 0; e < P::vec; ++e)
-            h[k * P::vec + e] = normalized(h[k * P::vec + e]) * wf[e] + bf[e];
-        } else {
-#pragma unroll
-          for (int e = 0; e < P::vec; ++e)
-            h[k * P::vec + e] = normalized(h[k * P::vec + e]) * Traits::to_compute(wk.v[e]) +
-                                Traits::to_compute(bk.v[e]);
-        }
+        for (int e = 0; e < P::vec; ++e)
+          h[k * P::vec + e] = normalized(h[k * P::vec + e]) * Traits::to_compute(wk.v[e]) +
+                              Traits::to_compute(bk.v[e]);
       }
     } else {
 #pragma unroll
@@ -376,25 +364,12 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
         Vec wk, bk;
         if (weight && c < n) wk = *reinterpret_cast<const Vec*>(weight + c);
         if (bias && c < n) bk = *reinterpret_cast<const Vec*>(bias + c);
-        if constexpr (kPairs) {
-          T wf[P::vec], bf[P::vec];
-          if (weight) rows::pack_to_compute<true>(wk, wf);
-          if (bias) rows::pack_to_compute<true>(bk, bf);
 #pragma unroll
-          for (int e = 0; e < P::vec; ++e) {
-            T y = normalized(h[k * P::vec + e]);
-            if (weight) y *= wf[e];
-            if (bias) y += bf[e];
-            h[k * P::vec + e] = y;
-          }
-        } else {
-#pragma unroll
-          for (int e = 0; e < P::vec; ++e) {
-            T y = normalized(h[k * P::vec + e]);
-            if (weight) y *= Traits::to_compute(wk.v[e]);
-            if (bias) y += Traits::to_compute(bk.v[e]);
-            h[k * P::vec + e] = y;
-          }
+        for (int e = 0; e < P::vec; ++e) {
+          T y = normalized(h[k * P::vec + e]);
+          if (weight) y *= Traits::to_compute(wk.v[e]);
+          if (bias) y += Traits::to_compute(bk.v[e]);
+          h[k * P::vec + e] = y;
         }
       }
     }

@@ -16,8 +16,6 @@
 //    form safe (in the cached paths every load of a row precedes its stores, by the same thread).
 #include <cuda_runtime.h>
 
-#include <type_traits>
-
 #include "core/math/elementary.hpp"
 #include "core/math/numeric.hpp"
 #include "core/math/row_stats.hpp"
@@ -117,6 +115,8 @@ __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
   using Traits = math::StorageTraits<S>;
   using Prim = typename math::PrimitivesFor<S>::type;
   namespace st = math::stats;
+  // bf16 rows widened a word of two elements at a time (rows::pairs_widen).
+  constexpr bool kPairs = rows::pairs_widen<P, S>();
   // A row's two block reductions take scratch[0] and scratch[1] (rows::block_reduce's kReuse =
   // false: one barrier each instead of two).
   __shared__ T scratch[2][32];
@@ -240,9 +240,7 @@ __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
 #pragma unroll
       for (int k = 0; k < P::chunks; ++k) {
         if (!live(k)) continue;
-        // bf16 widened in pairs (rows::pairs_widen; the masked causal softmax's measurement is
-        // there).
-        if constexpr (rows::pairs_widen<P, S>()) {
+        if constexpr (kPairs) {
           T xf[P::vec], mf[P::vec];
           rows::pack_to_compute<true>(raw.x.packs[k], xf);
           if constexpr (kMask) rows::pack_to_compute<true>(raw.mask.packs[k], mf);
@@ -272,8 +270,8 @@ __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
       if constexpr (kPrefetch) {
         Raw next;
         fetch(first + walk_step, next_query(query), advanced(cursor), next);
-        rows::tile_unpack<P>(raw.x, count, lane, v, minus_inf);
-        if constexpr (kMask) rows::tile_unpack<P>(raw.mask, count, lane, add, T(0));
+        rows::tile_unpack<P, S, kPairs>(raw.x, count, lane, v, minus_inf);
+        if constexpr (kMask) rows::tile_unpack<P, S, kPairs>(raw.mask, count, lane, add, T(0));
         raw = next;
       } else if constexpr (kShared) {
         async_copy::wait<0>();  // this thread's copies of the row have landed
@@ -282,11 +280,11 @@ __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
         stage(first + walk_step, next_query(query),
               advanced(cursor));  // into the slots just read
         async_copy::commit();
-        rows::tile_unpack<P>(raw.x, count, lane, v, minus_inf);
+        rows::tile_unpack<P, S, kPairs>(raw.x, count, lane, v, minus_inf);
       } else if constexpr (P::items <= 16) {
         fetch(first, query, cursor, raw);  // x's and the mask's loads in flight together
-        rows::tile_unpack<P>(raw.x, count, lane, v, minus_inf);
-        if constexpr (kMask) rows::tile_unpack<P>(raw.mask, count, lane, add, T(0));
+        rows::tile_unpack<P, S, kPairs>(raw.x, count, lane, v, minus_inf);
+        if constexpr (kMask) rows::tile_unpack<P, S, kPairs>(raw.mask, count, lane, add, T(0));
       } else {  // 32 elements a thread: both rows at once would spill (f32 at 128 registers)
         rows::tile_load<P>(static_cast<const S*>(p.x.data) + offset_of(p.x, cursor, r), count, lane,
                            v, minus_inf);
@@ -504,18 +502,10 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
         const Vec xv = *reinterpret_cast<const Vec*>(x_row + c);
         Vec mv;
         if (kMasked && mask) mv = *reinterpret_cast<const Vec*>(mask + c);
-        // bf16 widened in pairs (rows::pack_to_compute). kf-bench, H200 (2026-11-27 19:43Z, same
-        // call, two passes), softmax bf16 rows of 262144: 67.8 / 67.7 -> 70.9 / 70.8 % of copy.
-        T xf[V], mf[V];
-        constexpr bool kPairs = std::is_same_v<S, math::bfloat16_t>;
-        if constexpr (kPairs) {
-          rows::pack_to_compute<true>(xv, xf);
-          if (kMasked && mask) rows::pack_to_compute<true>(mv, mf);
-        }
 #pragma unroll
         for (int e = 0; e < V; ++e) {
-          v[e] = scale * (kPairs ? xf[e] : Traits::to_compute(xv.v[e]));
-          if (kMasked && mask) v[e] += kPairs ? mf[e] : Traits::to_compute(mv.v[e]);
+          v[e] = scale * Traits::to_compute(xv.v[e]);
+          if (kMasked && mask) v[e] += Traits::to_compute(mv.v[e]);
           if (kMasked && p.causal && st::causal_hidden(query, first_col + c + e, p.diagonal))
             v[e] = minus_inf;
         }
