@@ -107,16 +107,17 @@ constexpr int tile_min_blocks() {
   return per_256 * 256 / P::threads;
 }
 
-// Whether the softmax's register-cached kernels of policy P widen storage S a word of two
-// elements at a time (pack_to_compute's kPairs): bf16 vectors, but for the warp-a-row policies of
-// three or more vectors a thread (rows of 513..1024). kf-bench, % of copy, element by element ->
-// in pairs: H200 (2026-11-27 19:33Z, same call, two passes) masked causal softmax bf16 70.2 ->
-// 72.5, rows of 64 88.6 -> 89.7, the other rows within 0.3; H100 (`.ci/gpu.sh` of e75ea04,
-// 19:48Z, against d0f431e's run of 18:36Z) masked causal 96.3 -> 99.6, the other rows within
-// 0.2. The norms' kernels keep widening element by element: with pairs their bf16 rows gained on
-// the H200 (layer norm rows of 64 / 4096 / 16384 76.2 / 77.5 / 72.4 -> 86.9 / 85.9 / 81.2) but
-// lost on the H100 (layer norm rows of 4096 / 16384 90.6 / 90.4 -> 83.0 / 69.3, RMS norm 92.4 /
-// 86.8 -> 82.6 / 74.0), which would take a build of each form chosen by device.
+// Whether the softmax's register-cached kernels of policy P widen storage S a word of two elements
+// at a time (pack_to_compute's kPairs): bf16 vectors, but for the warp-a-row policies of three or
+// more vectors a thread (rows of 513..1024, where the norms' kernels lost 10-12 points with pairs
+// on the H200 and the softmax's gained nothing). kf-bench, % of copy, element by element -> in
+// pairs: H200 (2026-11-27 19:33Z, same call, two passes) masked causal softmax bf16 70.2 -> 72.5,
+// rows of 64 88.6 -> 89.7, the other rows within 0.3; H100 (`.ci/gpu.sh` of e75ea04, 19:48Z,
+// against d0f431e's run of 18:36Z) masked causal 96.3 -> 99.6, the other rows within 0.2. The
+// norms' kernels keep widening element by element: with pairs their bf16 rows gained on the H200
+// (layer norm rows of 64 / 4096 / 16384 76.2 / 77.5 / 72.4 -> 86.9 / 85.9 / 81.2) but lost on the
+// H100 (layer norm rows of 4096 / 16384 90.6 / 90.4 -> 83.0 / 69.3, RMS norm 92.4 / 86.8 -> 82.6 /
+// 74.0), which would take a build of each form chosen by device.
 template <class P, class S>
 constexpr bool pairs_widen() {
   return std::is_same_v<S, math::bfloat16_t> && P::vec % 2 == 0 &&
