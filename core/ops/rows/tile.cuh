@@ -108,7 +108,7 @@ constexpr int tile_min_blocks() {
 }
 
 // Whether the softmax's register-cached kernels of policy P widen storage S a word of two elements
-// at a time (pack_to_compute's kPairs): bf16 vectors, but for the warp-a-row policies of three or
+// at a time (widen_bf16_pairs): bf16 vectors, but for the warp-a-row policies of three or
 // more vectors a thread (rows of 513..1024, where the norms' kernels lost 10-12 points with pairs
 // on the H200 and the softmax's gained nothing). kf-bench, % of copy, element by element -> in
 // pairs: H200 (2026-11-27 19:33Z, same call, two passes) masked causal softmax bf16 70.2 -> 72.5,
@@ -133,24 +133,20 @@ struct alignas(sizeof(S) * V) Pack {
 // instead of becoming a shift (ALU pipe). Each translation unit has its own copy.
 static __constant__ unsigned int kBf16Scale = 1u << 16;
 
-// A pack's elements in the compute type. kPairs (bf16 only): each 32-bit word of two elements is
-// widened on the FMA pipe where it can be: the low element is the word times 2^16 (IMAD), the
-// high one the word with its low half cleared (LOP3), against a shift and a mask on the ALU pipe
-// per word (SASS, sm_90). The H200's 16-bit rows are bound by that pipe (see pairs_widen).
-template <bool kPairs, class S, int V>
-__device__ __forceinline__ void pack_to_compute(const Pack<S, V> p, math::compute_t<S> (&out)[V]) {
-  if constexpr (kPairs) {
-    static_assert(std::is_same_v<S, math::bfloat16_t> && V % 2 == 0, "bf16 pairs");
-    unsigned int words[V / 2];
-    __builtin_memcpy(words, p.v, sizeof words);
+// A bf16 pack widened to float a 32-bit word of two elements at a time, on the FMA pipe where it
+// can be: the low element is the word times 2^16 (IMAD), the high one the word with its low half
+// cleared (LOP3), against a shift and a mask on the ALU pipe per word (SASS, sm_90). The H200's
+// 16-bit rows are bound by that pipe (see pairs_widen).
+template <int V>
+__device__ __forceinline__ void widen_bf16_pairs(const Pack<math::bfloat16_t, V> p,
+                                                 float (&out)[V]) {
+  static_assert(V % 2 == 0, "whole words");
+  unsigned int words[V / 2];
+  __builtin_memcpy(words, p.v, sizeof words);
 #pragma unroll
-    for (int i = 0; i < V / 2; ++i) {
-      out[2 * i] = __uint_as_float(words[i] * kBf16Scale);
-      out[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
-    }
-  } else {
-#pragma unroll
-    for (int e = 0; e < V; ++e) out[e] = math::StorageTraits<S>::to_compute(p.v[e]);
+  for (int i = 0; i < V / 2; ++i) {
+    out[2 * i] = __uint_as_float(words[i] * kBf16Scale);
+    out[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
   }
 }
 
@@ -229,28 +225,19 @@ __device__ __forceinline__ void tile_read_staged(const Pack<S, P::vec>* slots, i
     if (kClamped || tile_col<P>(lane, k) < n) raw.packs[k] = slots[k * P::threads + threadIdx.x];
 }
 
-// Converts every chunk of a fetched part of a row to the compute type (no padding), in pairs
-// where kPairs (pack_to_compute).
-template <class P, class S, bool kPairs = false>
+// Converts every chunk of a fetched part of a row to the compute type (no padding).
+template <class P, class S>
 __device__ __forceinline__ void tile_convert(const TileRaw<P, S>& raw,
                                              math::compute_t<S> (&dst)[P::items]) {
 #pragma unroll
-  for (int k = 0; k < P::chunks; ++k) {
-    if constexpr (kPairs) {
-      math::compute_t<S> values[P::vec];
-      pack_to_compute<true>(raw.packs[k], values);
+  for (int k = 0; k < P::chunks; ++k)
 #pragma unroll
-      for (int e = 0; e < P::vec; ++e) dst[k * P::vec + e] = values[e];
-    } else {
-#pragma unroll
-      for (int e = 0; e < P::vec; ++e)
-        dst[k * P::vec + e] = math::StorageTraits<S>::to_compute(raw.packs[k].v[e]);
-    }
-  }
+    for (int e = 0; e < P::vec; ++e)
+      dst[k * P::vec + e] = math::StorageTraits<S>::to_compute(raw.packs[k].v[e]);
 }
 
 // Converts a fetched part of a row of n elements to the compute type, `pad` where the row has
-// ended; in pairs where kPairs (pack_to_compute).
+// ended; in pairs where kPairs (widen_bf16_pairs).
 template <class P, class S, bool kPairs = false>
 __device__ __forceinline__ void tile_unpack(const TileRaw<P, S>& raw, int64_t n, int lane,
                                             math::compute_t<S> (&dst)[P::items],
@@ -260,7 +247,7 @@ __device__ __forceinline__ void tile_unpack(const TileRaw<P, S>& raw, int64_t n,
     const bool inside = tile_col<P>(lane, k) < n;
     if constexpr (kPairs) {
       math::compute_t<S> values[P::vec];
-      pack_to_compute<true>(raw.packs[k], values);
+      widen_bf16_pairs(raw.packs[k], values);
 #pragma unroll
       for (int e = 0; e < P::vec; ++e) dst[k * P::vec + e] = inside ? values[e] : pad;
     } else {

@@ -242,8 +242,8 @@ __global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
         if (!live(k)) continue;
         if constexpr (kPairs) {
           T xf[P::vec], mf[P::vec];
-          rows::pack_to_compute<true>(raw.x.packs[k], xf);
-          if constexpr (kMask) rows::pack_to_compute<true>(raw.mask.packs[k], mf);
+          rows::widen_bf16_pairs(raw.x.packs[k], xf);
+          if constexpr (kMask) rows::widen_bf16_pairs(raw.mask.packs[k], mf);
 #pragma unroll
           for (int e = 0; e < P::vec; ++e)
             v[k * P::vec + e] = kMask ? scale * xf[e] + mf[e] : xf[e];
