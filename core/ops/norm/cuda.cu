@@ -132,7 +132,10 @@ using rows::Sums;
 // it (rows::tile_stages_rows).
 // kBlocks: the resident blocks per SM it is compiled for (0: rows::tile_min_blocks; see
 // residual_takes_three_blocks).
-template <class P, class S, bool kResidual, bool kStage = true, int kBlocks = 0>
+// kWordPairs: bf16 row, weight and bias widened a 32-bit word of two elements at a time
+// (rows::widen_bf16_pairs; see LayerPairs).
+template <class P, class S, bool kResidual, bool kStage = true, int kBlocks = 0,
+          bool kWordPairs = false>
 __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile_min_blocks<P, S>())
     cached_kernel(const __grid_constant__ Plan p) {
   using T = math::compute_t<S>;
@@ -185,11 +188,12 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
     fetch_row(p.x, raw.x);
     if constexpr (kResidual) fetch_row(p.residual, raw.residual);
   };
+  constexpr bool kPairs = kWordPairs && !kResidual && rows::pairs_widen<P, S>();
   auto convert = [&](const rows::TileRaw<P, S>& from, int64_t length, T(&to)[P::items]) {
     if constexpr (kClamped)
-      rows::tile_convert<P>(from, to);
+      rows::tile_convert<P, S, kPairs>(from, to);
     else
-      rows::tile_unpack<P>(from, length, lane, to, T(0));
+      rows::tile_unpack<P, S, kPairs>(from, length, lane, to, T(0));
   };
   // kClamped rows scale by 1 / n and take rsqrt (math::stats::*_scaled: no range checks or slow
   // paths in the per-row work); the others keep the divisions.
@@ -352,10 +356,19 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
         const int64_t c = rows::tile_load_col<P>(lane, k, n);
         const Vec wk = *reinterpret_cast<const Vec*>(weight + c);
         const Vec bk = *reinterpret_cast<const Vec*>(bias + c);
+        if constexpr (kPairs) {
+          T wf[P::vec], bf[P::vec];
+          rows::widen_bf16_pairs(wk, wf);
+          rows::widen_bf16_pairs(bk, bf);
 #pragma unroll
-        for (int e = 0; e < P::vec; ++e)
-          h[k * P::vec + e] = normalized(h[k * P::vec + e]) * Traits::to_compute(wk.v[e]) +
-                              Traits::to_compute(bk.v[e]);
+          for (int e = 0; e < P::vec; ++e)
+            h[k * P::vec + e] = normalized(h[k * P::vec + e]) * wf[e] + bf[e];
+        } else {
+#pragma unroll
+          for (int e = 0; e < P::vec; ++e)
+            h[k * P::vec + e] = normalized(h[k * P::vec + e]) * Traits::to_compute(wk.v[e]) +
+                                Traits::to_compute(bk.v[e]);
+        }
       }
     } else {
 #pragma unroll
@@ -364,12 +377,25 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
         Vec wk, bk;
         if (weight && c < n) wk = *reinterpret_cast<const Vec*>(weight + c);
         if (bias && c < n) bk = *reinterpret_cast<const Vec*>(bias + c);
+        if constexpr (kPairs) {
+          T wf[P::vec], bf[P::vec];
+          if (weight) rows::widen_bf16_pairs(wk, wf);
+          if (bias) rows::widen_bf16_pairs(bk, bf);
 #pragma unroll
-        for (int e = 0; e < P::vec; ++e) {
-          T y = normalized(h[k * P::vec + e]);
-          if (weight) y *= Traits::to_compute(wk.v[e]);
-          if (bias) y += Traits::to_compute(bk.v[e]);
-          h[k * P::vec + e] = y;
+          for (int e = 0; e < P::vec; ++e) {
+            T y = normalized(h[k * P::vec + e]);
+            if (weight) y *= wf[e];
+            if (bias) y += bf[e];
+            h[k * P::vec + e] = y;
+          }
+        } else {
+#pragma unroll
+          for (int e = 0; e < P::vec; ++e) {
+            T y = normalized(h[k * P::vec + e]);
+            if (weight) y *= Traits::to_compute(wk.v[e]);
+            if (bias) y += Traits::to_compute(bk.v[e]);
+            h[k * P::vec + e] = y;
+          }
         }
       }
     }
@@ -736,6 +762,29 @@ struct CommonCached {
   static constexpr auto kernel = cached_kernel<P, S, false, kStage>;
 };
 
+// The layer norm's build for bf16 rows that widens row, weight and bias in word pairs
+// (rows::widen_bf16_pairs: an IMAD and a LOP3 a word where element by element takes two ALU-pipe
+// instructions), compiled for half as many resident blocks again (without that bound the pairs
+// took 90 registers where the other build takes 80, a block fewer per SM). launch_cached takes it
+// where the SMs are rows::tile_issue_lean, for the policies of 16 elements a thread of up to 256
+// threads (rows of up to 512 and of 1025..2048). kf-bench on an H200 (2026-11-27 21:52Z, same
+// call, three passes), % of copy, element by element -> this build: layer norm bf16 rows of 64 /
+// 128 / 256 / 512 / 2048 76.2 / 75.5 / 75.5 / 74.7 / 68.6 -> 86.8 / 86.0 / 86.1 / 85.4 / 81.5,
+// the 2048x2048 seed 35.9 -> 38.6; rows of 1024 and 4096 (other policies) and every RMS norm row
+// within 0.4. Not the RMS norm (an earlier build of this kind for both norms, 21:30Z: RMS norm
+// rows of 64 87.2 -> 83.2), nor the other policies, where widening in pairs lost on both cards
+// (see rows::pairs_widen).
+template <class P, class S>
+constexpr bool layer_takes_pairs() {
+  return rows::pairs_widen<P, S>() && P::items <= 16 && P::threads <= 256;
+}
+template <class P, class S>
+struct LayerPairs {
+  template <bool kStage>
+  static constexpr auto kernel =
+      cached_kernel<P, S, false, kStage, rows::tile_min_blocks<P, S>() * 3 / 2, true>;
+};
+
 template <class S, int V>
 bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
   if (p.walk.rows >= rows::kMaxColdRows) return false;  // row offsets in 32 bits (rows.hpp)
@@ -776,6 +825,12 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
       rows::launch_tile_kernel<P, S, cached_kernel<P, S, true>>(p, p.walk.rows, device, stream,
                                                                 false);
     } else {
+      if constexpr (layer_takes_pairs<P, S>()) {
+        if (p.kind == Kind::layer && rows::tile_issue_lean(device)) {
+          rows::launch_common_tile_kernel<P, S, LayerPairs<P, S>>(p, p.walk.rows, device, stream);
+          return;
+        }
+      }
       rows::launch_common_tile_kernel<P, S, CommonCached<P, S>>(p, p.walk.rows, device, stream);
     }
   });

@@ -107,17 +107,19 @@ constexpr int tile_min_blocks() {
   return per_256 * 256 / P::threads;
 }
 
-// Whether the softmax's register-cached kernels of policy P widen storage S a word of two elements
-// at a time (widen_bf16_pairs): bf16 vectors, but for the warp-a-row policies of three or
-// more vectors a thread (rows of 513..1024, where the norms' kernels lost 10-12 points with pairs
-// on the H200 and the softmax's gained nothing). kf-bench, % of copy, element by element -> in
-// pairs: H200 (2026-11-27 19:33Z, same call, two passes) masked causal softmax bf16 70.2 -> 72.5,
-// rows of 64 88.6 -> 89.7, the other rows within 0.3; H100 (`.ci/gpu.sh` of e75ea04, 19:48Z,
-// against d0f431e's run of 18:36Z) masked causal 96.3 -> 99.6, the other rows within 0.2. The
-// norms' kernels keep widening element by element: with pairs their bf16 rows gained on the H200
-// (layer norm rows of 64 / 4096 / 16384 76.2 / 77.5 / 72.4 -> 86.9 / 85.9 / 81.2) but lost on the
-// H100 (layer norm rows of 4096 / 16384 90.6 / 90.4 -> 83.0 / 69.3, RMS norm 92.4 / 86.8 -> 82.6 /
-// 74.0), which would take a build of each form chosen by device.
+// Whether the register-cached kernels of policy P may widen storage S a word of two elements at a
+// time (widen_bf16_pairs): the softmax's always do, the layer norm's in one build (LayerPairs in
+// norm/cuda.cu). bf16 vectors, but for the warp-a-row policies of three or more vectors a thread
+// (rows of 513..1024, where the softmax's kernels gained nothing).
+// kf-bench, % of copy, element by element -> in pairs: H200 (2026-11-27 21:38Z, same call, three
+// passes) masked causal softmax bf16 70.3 -> 72.6, rows of 64 88.2 -> 89.7, the other rows within
+// 0.5; H100 (`.ci/gpu.sh` of e75ea04, 19:48Z, against d0f431e's run of 18:36Z) masked causal
+// 96.3 -> 99.6, the other rows within 0.2. The norms' kernels otherwise widen element by element:
+// with pairs their bf16 rows lost on both cards. H100 (that run): layer norm rows of 4096 / 16384
+// 90.6 / 90.4 -> 83.0 / 69.3, RMS norm 92.4 / 86.8 -> 82.6 / 74.0. H200 (21:30Z and 21:35Z, same
+// calls, three passes): layer norm 77.5 / 72.4 -> 66.7 / 52.8, RMS norm 83.8 / 83.5 -> 71.9 /
+// 57.1, and with the row alone in pairs (weight and bias element by element, no extra registers)
+// 77.3 / 72.2 -> 64.7 / 49.8 and 83.8 / 83.3 -> 72.7 / 55.4.
 template <class P, class S>
 constexpr bool pairs_widen() {
   return std::is_same_v<S, math::bfloat16_t> && P::vec % 2 == 0 &&
@@ -225,15 +227,24 @@ __device__ __forceinline__ void tile_read_staged(const Pack<S, P::vec>* slots, i
     if (kClamped || tile_col<P>(lane, k) < n) raw.packs[k] = slots[k * P::threads + threadIdx.x];
 }
 
-// Converts every chunk of a fetched part of a row to the compute type (no padding).
-template <class P, class S>
+// Converts every chunk of a fetched part of a row to the compute type (no padding); in pairs
+// where kPairs (widen_bf16_pairs).
+template <class P, class S, bool kPairs = false>
 __device__ __forceinline__ void tile_convert(const TileRaw<P, S>& raw,
                                              math::compute_t<S> (&dst)[P::items]) {
 #pragma unroll
-  for (int k = 0; k < P::chunks; ++k)
+  for (int k = 0; k < P::chunks; ++k) {
+    if constexpr (kPairs) {
+      math::compute_t<S> values[P::vec];
+      widen_bf16_pairs(raw.packs[k], values);
 #pragma unroll
-    for (int e = 0; e < P::vec; ++e)
-      dst[k * P::vec + e] = math::StorageTraits<S>::to_compute(raw.packs[k].v[e]);
+      for (int e = 0; e < P::vec; ++e) dst[k * P::vec + e] = values[e];
+    } else {
+#pragma unroll
+      for (int e = 0; e < P::vec; ++e)
+        dst[k * P::vec + e] = math::StorageTraits<S>::to_compute(raw.packs[k].v[e]);
+    }
+  }
 }
 
 // Converts a fetched part of a row of n elements to the compute type, `pad` where the row has
