@@ -115,7 +115,7 @@ constexpr int tile_min_blocks() {
 // passes) masked causal softmax bf16 70.3 -> 72.6, rows of 64 88.2 -> 89.7, the other rows within
 // 0.5; H100 (`.ci/gpu.sh` of e75ea04, 19:48Z, against d0f431e's run of 18:36Z) masked causal
 // 96.3 -> 99.6, the other rows within 0.2. The norms' kernels otherwise widen element by element:
-// with pairs their bf16 rows lost on both cards. H100 (that run): layer norm rows of 4096 / 16384
+// with pairs their bf16 rows of 4096 and 16384 lost on both cards. H100 (that run): layer norm
 // 90.6 / 90.4 -> 83.0 / 69.3, RMS norm 92.4 / 86.8 -> 82.6 / 74.0. H200 (21:30Z and 21:35Z, same
 // calls, three passes): layer norm 77.5 / 72.4 -> 66.7 / 52.8, RMS norm 83.8 / 83.5 -> 71.9 /
 // 57.1, and with the row alone in pairs (weight and bias element by element, no extra registers)
