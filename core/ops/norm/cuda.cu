@@ -774,9 +774,11 @@ struct CommonCached {
 // within 0.4. Not the RMS norm (an earlier build of this kind for both norms, 21:30Z: RMS norm
 // rows of 64 87.2 -> 83.2), nor the other policies, where widening in pairs lost on both cards
 // (see rows::pairs_widen).
+// (Of bf16's 16-element policies, a 256-thread block a row is never picked on such SMs: rows of
+// up to 2048 take 128 threads, longer ones the wide form; so no build of it.)
 template <class P, class S>
 constexpr bool layer_takes_pairs() {
-  return rows::pairs_widen<P, S>() && P::items <= 16 && P::threads <= 256;
+  return rows::pairs_widen<P, S>() && P::items <= 16 && P::group < 256 && P::threads <= 256;
 }
 template <class P, class S>
 struct LayerPairs {
