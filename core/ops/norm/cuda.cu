@@ -189,6 +189,14 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
     if constexpr (kResidual) fetch_row(p.residual, raw.residual);
   };
   constexpr bool kPairs = kWordPairs && !kResidual && rows::pairs_widen<P, S>();
+  // kPackedSum: 16-bit rows of 16-byte vectors add the residual two elements an instruction and
+  // store residual_out as summed (rows::packed_sum: the same bits as the element-wise sum
+  // rounded to S, which input() and the staged kernel take). H100 A/B (2026-11-27 23:31Z,
+  // kf-bench, same call, four passes), RMS norm with a residual over 8192 rows of 4096, % of
+  // copy: bf16 86.9 / 87.1 / 86.9 / 86.9 -> 87.9 / 88.5 / 88.4 / 88.2, f16 90.2-90.5 ->
+  // 90.0-90.4; the RMS norm's other rows within noise.
+  constexpr bool kPackedSum =
+      kResidual && kClamped && sizeof(S) == 2 && rows::packed_sum_available<S>();
   auto convert = [&](const rows::TileRaw<P, S>& from, int64_t length, T(&to)[P::items]) {
     if constexpr (kClamped)
       rows::tile_convert<P, S, kPairs>(from, to);
@@ -226,12 +234,24 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
     // Whether chunk k is inside the row.
     const auto inside = [&](int k) { return rows::tile_col<P>(lane, k) < length; };
     T h[P::items];
-    T add[kResidual ? P::items : 1];
+    T add[kResidual && !kPackedSum ? P::items : 1];
+    // kPackedSum: h = x + residual, in S.
+    std::conditional_t<kPackedSum, rows::TileWords<P, S>, char> summed;
+    const auto add_residual = [&](const Raw& from) {
+      if constexpr (kPackedSum) {
+        rows::tile_sum_words(from.x, from.residual, summed);
+        rows::tile_widen_words(summed, h);
+      }
+    };
     if constexpr (kPrefetch) {
       Raw next;
       fetch(first + int64_t{gridDim.x} * P::rows_per_block, next);
-      convert(raw.x, length, h);
-      if constexpr (kResidual) convert(raw.residual, length, add);
+      if constexpr (kPackedSum) {
+        add_residual(raw);
+      } else {
+        convert(raw.x, length, h);
+        if constexpr (kResidual) convert(raw.residual, length, add);
+      }
       raw = next;
     } else if constexpr (kShared) {
       async_copy::wait<0>();  // this thread's copies of the row have landed
@@ -244,8 +264,12 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
     } else if constexpr (kClamped) {
       Raw now;
       fetch(first, now);
-      convert(now.x, length, h);
-      if constexpr (kResidual) convert(now.residual, length, add);
+      if constexpr (kPackedSum) {
+        add_residual(now);
+      } else {
+        convert(now.x, length, h);
+        if constexpr (kResidual) convert(now.residual, length, add);
+      }
     } else {
       rows::tile_load<P>(static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, r), length,
                          lane, h, T(0));
@@ -254,7 +278,12 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
             static_cast<const S*>(p.residual.data) + rows::row_offset_cold(w, p.residual, r),
             length, lane, add, T(0));
     }
-    if constexpr (kResidual) {
+    if constexpr (kPackedSum) {
+      if (p.residual_out.data)
+        rows::tile_store_words<P>(
+            static_cast<S*>(p.residual_out.data) + rows::row_offset_cold(w, p.residual_out, r),
+            length, lane, summed);
+    } else if constexpr (kResidual) {
 #pragma unroll
       for (int i = 0; i < P::items; ++i)
         h[i] = Traits::to_compute(Traits::from_compute(h[i] + add[i]));
@@ -369,6 +398,27 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
             h[k * P::vec + e] = normalized(h[k * P::vec + e]) * Traits::to_compute(wk.v[e]) +
                                 Traits::to_compute(bk.v[e]);
         }
+      }
+    } else if (!kWordPairs && kClamped && weight) {
+      // The RMS norm's usual case, a weight without a bias: unpredicated loads, where the loop
+      // below loads under a predicate (16-bit vectors then split a PRMT an element) and issues the
+      // absent bias's instructions predicated off. A/B, kf-bench, same call, b041fc2's library
+      // against this one (with packed_sum and cached_max_blocks), RMS norm, % of copy: H100
+      // (2026-11-27 23:50Z, two passes) f32 rows of 1024 92.8 / 93.0 -> 95.2 / 95.0 and of 16384
+      // 92.1 / 92.3 -> 94.7 / 94.8, bf16 rows of 1024 89.6 / 90.5 -> 92.0 / 92.1 and of 16384
+      // 86.7 / 86.7 -> 88.3 / 88.6, with a residual over bf16 rows of 4096 87.0 / 86.5 -> 90.3 /
+      // 90.3, the f32 32x512x768 seed 82.8 / 83.0 -> 86.2 / 86.5, f16 rows of 4096 93.1 / 92.9 ->
+      // 91.4 / 92.1; H200 (2026-11-28 00:05Z, three passes against two) bf16 rows of 4096 83.9 /
+      // 83.6 / 83.6 -> 87.3 / 87.2 and of 16384 83.2 / 83.3 / 83.2 -> 86.2 / 86.2, f32 rows of
+      // 1024 90.1 / 89.8 / 89.8 -> 92.8 / 92.7. Not in the LayerPairs build (kWordPairs): with it
+      // there the layer norm's bf16 rows of 64 fell from 86.9 to 74.4 on the H200 (same call), so
+      // those kernels stay as they were measured (their sm_90 SASS is b041fc2's).
+#pragma unroll
+      for (int k = 0; k < P::chunks; ++k) {
+        const Vec wk = *reinterpret_cast<const Vec*>(weight + rows::tile_load_col<P>(lane, k, n));
+#pragma unroll
+        for (int e = 0; e < P::vec; ++e)
+          h[k * P::vec + e] = normalized(h[k * P::vec + e]) * Traits::to_compute(wk.v[e]);
       }
     } else {
 #pragma unroll
@@ -787,6 +837,31 @@ struct LayerPairs {
       cached_kernel<P, S, false, kStage, rows::tile_min_blocks<P, S>() * 3 / 2, true>;
 };
 
+// The most resident blocks an SM for the cached kernels of policy P and storage S (0: as many as
+// fit): three for the 16-bit prefetching policies of 256 threads at 16 elements a thread. Their
+// registers, and so how many fit, move with every change to the kernel; four blocks an SM lost
+// on the H100 wherever they were measured. H100 A/B (2026-11-27 23:40Z, kf-bench, same call,
+// three passes), % of copy, f16 rows of 4096, where the output loop for a weight without a
+// bias took the kernel from 72 to 64 registers: layer norm 92.1 / 91.9 / 92.1 -> 83.0 / 83.3 /
+// 83.1, RMS norm 93.1 / 93.3 / 93.1 -> 88.3 / 88.5 / 88.2 (and 2026-11-27 00:35Z, the f16
+// kernels compiled for four blocks: layer norm 90.9 -> 85.0, RMS norm 93.0 -> 85.1, rows of
+// 64 85.2 -> 82.3).
+template <class P, class S>
+constexpr int cached_max_blocks() {
+  return rows::tile_prefetches<P, S>() && P::threads == 256 && P::items == 16 ? 3 : 0;
+}
+
+// The same for the form with a residual where the SMs are rows::tile_issue_lean: two blocks of
+// a row each for the 256-thread policy, as its registers had left it before the packed sum
+// (rows::packed_sum) took bf16's kernel from 95 to 80 registers. Three lost on the H200: A/Bs of
+// 2026-11-27 14:26Z (see residual_takes_three_blocks) and 2026-11-28 00:05Z (kf-bench, same
+// call, RMS norm with a residual over bf16 rows of 4096, % of copy, 86.3 / 86.3 / 86.3 -> 82.0 /
+// 82.1 at 80 registers). (This cap was set after that run and is not yet timed itself.)
+template <class P, class S>
+constexpr int residual_lean_max_blocks() {
+  return P::threads == 256 && P::group == 256 ? 2 : cached_max_blocks<P, S>();
+}
+
 template <class S, int V>
 bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
   if (p.walk.rows >= rows::kMaxColdRows) return false;  // row offsets in 32 bits (rows.hpp)
@@ -819,21 +894,25 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
     if (p.residual.data) {
       if constexpr (residual_takes_three_blocks<P, S>()) {
         if (!rows::tile_issue_lean(device)) {
-          rows::launch_tile_kernel<P, S, cached_kernel<P, S, true, true, 3>>(p, p.walk.rows, device,
-                                                                             stream, false);
+          rows::launch_tile_kernel<P, S, cached_kernel<P, S, true, true, 3>>(
+              p, p.walk.rows, device, stream, false, cached_max_blocks<P, S>());
           return;
         }
       }
-      rows::launch_tile_kernel<P, S, cached_kernel<P, S, true>>(p, p.walk.rows, device, stream,
-                                                                false);
+      rows::launch_tile_kernel<P, S, cached_kernel<P, S, true>>(
+          p, p.walk.rows, device, stream, false,
+          rows::tile_issue_lean(device) ? residual_lean_max_blocks<P, S>()
+                                        : cached_max_blocks<P, S>());
     } else {
       if constexpr (layer_takes_pairs<P, S>()) {
         if (p.kind == Kind::layer && rows::tile_issue_lean(device)) {
-          rows::launch_common_tile_kernel<P, S, LayerPairs<P, S>>(p, p.walk.rows, device, stream);
+          rows::launch_common_tile_kernel<P, S, LayerPairs<P, S>>(p, p.walk.rows, device, stream,
+                                                                  cached_max_blocks<P, S>());
           return;
         }
       }
-      rows::launch_common_tile_kernel<P, S, CommonCached<P, S>>(p, p.walk.rows, device, stream);
+      rows::launch_common_tile_kernel<P, S, CommonCached<P, S>>(p, p.walk.rows, device, stream,
+                                                                cached_max_blocks<P, S>());
     }
   });
 }

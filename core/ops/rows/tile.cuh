@@ -290,6 +290,98 @@ __device__ __forceinline__ void tile_load(const S* row, int64_t n, int lane,
   }
 }
 
+// a + b for 16-bit values two to a 32-bit word, rounded to S, a word an instruction
+// (packed_sum: add.rn.f16x2, and for bf16 fma.rn.bf16x2 by 1, as sm_80 has no bf16 add), where
+// element by element the same sum takes two widenings, an FADD, a rounding and a widening back
+// per element (SASS, sm_90). The bits are those of the element-wise definition,
+// from_compute(to_compute(a) + to_compute(b)) (math::StorageTraits): the float sum of two 16-bit
+// values is exact unless their exponents differ by 13 or more (16 for bf16), and then the smaller
+// is under 2^-12 of the larger, so the float sum, off by at most 2^-24 of it, lies with the exact
+// one strictly between the same two rounding midpoints of S and both round to the larger; neither
+// form flushes subnormals. tests/ops/packed_sum_test.cu compares the two over every pair of bit
+// patterns on the device. (Where packed_sum_available is false a kernel sums element by element.)
+template <class S>
+__host__ __device__ constexpr bool packed_sum_available() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  return std::is_same_v<S, math::half_t>;
+#else
+  return std::is_same_v<S, math::half_t> || std::is_same_v<S, math::bfloat16_t>;
+#endif
+}
+
+// Two elements of S a word: a + b, element by element.
+template <class S>
+__device__ __forceinline__ unsigned int packed_sum(unsigned int a, unsigned int b) {
+  static_assert(packed_sum_available<S>(), "f16 or bf16");
+  unsigned int sum;
+  if constexpr (std::is_same_v<S, math::half_t>)
+    asm("add.rn.f16x2 %0, %1, %2;" : "=r"(sum) : "r"(a), "r"(b));
+  else
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(sum) : "r"(a), "r"(0x3f803f80u), "r"(b));
+  return sum;
+}
+
+// A row part summed in words (tile_sum_words): P::chunks vectors of P::vec / 2 words. Kept as
+// words so that it is stored and widened without the per-element moves that 16-bit elements
+// take (SASS, sm_90: a PRMT to split each word and another to join it again for the store).
+template <class P, class S>
+struct TileWords {
+  static_assert(sizeof(S) == 2 && P::vec % 2 == 0, "whole words of a 16-bit type");
+  unsigned int words[P::chunks][P::vec / 2];
+};
+
+// sum = a + b (packed_sum), chunk by chunk.
+template <class P, class S>
+__device__ __forceinline__ void tile_sum_words(const TileRaw<P, S>& a, const TileRaw<P, S>& b,
+                                               TileWords<P, S>& sum) {
+#pragma unroll
+  for (int k = 0; k < P::chunks; ++k) {
+    unsigned int x[P::vec / 2], y[P::vec / 2];
+    __builtin_memcpy(x, a.packs[k].v, sizeof x);
+    __builtin_memcpy(y, b.packs[k].v, sizeof y);
+#pragma unroll
+    for (int i = 0; i < P::vec / 2; ++i) sum.words[k][i] = packed_sum<S>(x[i], y[i]);
+  }
+}
+
+// Widens every chunk of a summed part of a row to float: bf16 by a shift and a mask a word, f16
+// by a conversion of each half.
+template <class P, class S>
+__device__ __forceinline__ void tile_widen_words(const TileWords<P, S>& sum,
+                                                 float (&dst)[P::items]) {
+#pragma unroll
+  for (int k = 0; k < P::chunks; ++k) {
+#pragma unroll
+    for (int i = 0; i < P::vec / 2; ++i) {
+      const unsigned int w = sum.words[k][i];
+      float& lo = dst[k * P::vec + 2 * i];
+      float& hi = dst[k * P::vec + 2 * i + 1];
+      if constexpr (std::is_same_v<S, math::half_t>) {
+        asm("{.reg .b16 l, h;\n mov.b32 {l, h}, %2;\n cvt.f32.f16 %0, l;\n cvt.f32.f16 %1, h;}"
+            : "=f"(lo), "=f"(hi)
+            : "r"(w));
+      } else {
+        lo = __uint_as_float(w << 16);
+        hi = __uint_as_float(w & 0xffff0000u);
+      }
+    }
+  }
+}
+
+// Stores this thread's part of a row summed in words, unconverted.
+template <class P, class S>
+__device__ __forceinline__ void tile_store_words(S* row, int64_t n, int lane,
+                                                 const TileWords<P, S>& sum) {
+  static_assert(P::vec * sizeof(S) == 16, "16-byte vectors");
+#pragma unroll
+  for (int k = 0; k < P::chunks; ++k) {
+    const int64_t c = tile_col<P>(lane, k);
+    if (c < n)
+      *reinterpret_cast<uint4*>(row + c) =
+          make_uint4(sum.words[k][0], sum.words[k][1], sum.words[k][2], sum.words[k][3]);
+  }
+}
+
 // Stores this thread's part of a row (values in the compute type, rounded to S).
 template <class P, class S>
 __device__ __forceinline__ void tile_store(S* row, int64_t n, int lane,
@@ -323,11 +415,12 @@ inline unsigned tile_grid(int64_t rows, int rows_per_block) {
 }
 
 // Block count for a kernel that walks rows with a resident grid (each block many rows, the next
-// row's loads issued before the current row is worked on): every block the device holds at once,
-// or fewer when there are fewer row groups. The kernel's occupancy is read once.
+// row's loads issued before the current row is worked on): every block the device holds at once
+// (at most max_per_sm an SM where that is positive), or fewer when there are fewer row groups.
+// The kernel's occupancy is read once.
 template <auto kKernel>
 unsigned resident_grid(int64_t rows, int rows_per_block, int threads, int32_t device,
-                       size_t smem = 0) {
+                       size_t smem = 0, int max_per_sm = 0) {
   static const int per_sm = [&] {
     int n = 0;
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kKernel, threads, smem) != cudaSuccess) {
@@ -337,7 +430,8 @@ unsigned resident_grid(int64_t rows, int rows_per_block, int threads, int32_t de
     return n > 0 ? n : 1;
   }();
   const unsigned all = tile_grid(rows, rows_per_block);
-  const int64_t resident = int64_t{per_sm} * cuda::sm_count(device);
+  const int blocks = max_per_sm > 0 && max_per_sm < per_sm ? max_per_sm : per_sm;
+  const int64_t resident = int64_t{blocks} * cuda::sm_count(device);
   return resident < all ? static_cast<unsigned>(resident) : all;
 }
 
@@ -346,10 +440,11 @@ unsigned resident_grid(int64_t rows, int rows_per_block, int threads, int32_t de
 // tile_prefetches_shared), else in one pass. `stages`: whether kKernel is a form that stages
 // its rows where the policy does (false for the forms with a residual or a mask, and for the
 // in-place form launch_common_tile_kernel picks); it must match the kernel's own choice, since
-// it sizes the kernel's dynamic shared memory.
+// it sizes the kernel's dynamic shared memory. max_per_sm: a cap on the resident grid's blocks
+// an SM (resident_grid; 0: none).
 template <class P, class S, auto kKernel, class Plan>
 void launch_tile_kernel(const Plan& p, int64_t rows, int32_t device, cudaStream_t stream,
-                        bool stages = true) {
+                        bool stages = true, int max_per_sm = 0) {
   const size_t smem = stages ? tile_shared_bytes<P, S>() : 0;
   if (smem > 0) {
     // The shared memory past 48 KiB is allowed once per device (as prepare_staged_kernel does),
@@ -365,25 +460,28 @@ void launch_tile_kernel(const Plan& p, int64_t rows, int32_t device, cudaStream_
   }
   const unsigned grid =
       tile_prefetches<P, S>() || smem > 0
-          ? resident_grid<kKernel>(rows, P::rows_per_block, P::threads, device, smem)
+          ? resident_grid<kKernel>(rows, P::rows_per_block, P::threads, device, smem, max_per_sm)
           : tile_grid(rows, P::rows_per_block);
   kKernel<<<grid, P::threads, smem, stream>>>(p);
 }
 
 // Launches the common form (no residual, no mask) of a register-cached kernel family over `rows`
-// rows of plan p: Family::kernel<true>, which stages the next row in shared memory where the
-// policy does (tile_prefetches_shared) and the device gains (tile_stages_rows); elsewhere
-// Family::kernel<false>, instantiated only for the policies that stage, which loads each row in
-// place in one pass of blocks.
+// rows of plan p (max_per_sm as for launch_tile_kernel): Family::kernel<true>, which stages the
+// next row in shared memory where the policy does (tile_prefetches_shared) and the device gains
+// (tile_stages_rows); elsewhere Family::kernel<false>, instantiated only for the policies that
+// stage, which loads each row in place in one pass of blocks.
 template <class P, class S, class Family, class Plan>
-void launch_common_tile_kernel(const Plan& p, int64_t rows, int32_t device, cudaStream_t stream) {
+void launch_common_tile_kernel(const Plan& p, int64_t rows, int32_t device, cudaStream_t stream,
+                               int max_per_sm = 0) {
   if constexpr (tile_prefetches_shared<P, S>()) {
     if (!tile_stages_rows(device)) {
-      launch_tile_kernel<P, S, Family::template kernel<false>>(p, rows, device, stream, false);
+      launch_tile_kernel<P, S, Family::template kernel<false>>(p, rows, device, stream, false,
+                                                               max_per_sm);
       return;
     }
   }
-  launch_tile_kernel<P, S, Family::template kernel<true>>(p, rows, device, stream);
+  launch_tile_kernel<P, S, Family::template kernel<true>>(p, rows, device, stream, true,
+                                                          max_per_sm);
 }
 
 // Picks the cached policy for rows of n elements loaded `V` at a time and calls fn(Policy{});
