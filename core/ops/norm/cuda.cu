@@ -237,21 +237,20 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
     T add[kResidual && !kPackedSum ? P::items : 1];
     // kPackedSum: h = x + residual, in S.
     std::conditional_t<kPackedSum, rows::TileWords<P, S>, char> summed;
-    const auto add_residual = [&](const Raw& from) {
+    // h (and add) from a fetched row: x and the residual widened, or their packed sum.
+    const auto take = [&](const Raw& from) {
       if constexpr (kPackedSum) {
         rows::tile_sum_words(from.x, from.residual, summed);
         rows::tile_widen_words(summed, h);
+      } else {
+        convert(from.x, length, h);
+        if constexpr (kResidual) convert(from.residual, length, add);
       }
     };
     if constexpr (kPrefetch) {
       Raw next;
       fetch(first + int64_t{gridDim.x} * P::rows_per_block, next);
-      if constexpr (kPackedSum) {
-        add_residual(raw);
-      } else {
-        convert(raw.x, length, h);
-        if constexpr (kResidual) convert(raw.residual, length, add);
-      }
+      take(raw);
       raw = next;
     } else if constexpr (kShared) {
       async_copy::wait<0>();  // this thread's copies of the row have landed
@@ -264,12 +263,7 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
     } else if constexpr (kClamped) {
       Raw now;
       fetch(first, now);
-      if constexpr (kPackedSum) {
-        add_residual(now);
-      } else {
-        convert(now.x, length, h);
-        if constexpr (kResidual) convert(now.residual, length, add);
-      }
+      take(now);
     } else {
       rows::tile_load<P>(static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, r), length,
                          lane, h, T(0));
