@@ -321,20 +321,24 @@ void OpCaseRunner::add_row_ops(kf_dtype_t dtype, std::vector<Case>* cases) {
     const char* target;
   };
   std::vector<Spec> specs;
-  const std::vector<int64_t> lengths = options_.quick
+  const bool chosen = !options_.lengths.empty();  // --lengths: only those rows
+  const std::vector<int64_t> lengths = chosen ? options_.lengths
+                                       : options_.quick
                                            ? std::vector<int64_t>{64, 1027, 16384}
                                            : std::vector<int64_t>{64, 1024, 4096, 16384, 262144};
   for (const Kind& kind : {softmax, layer_norm, rms_norm})
     for (int64_t length : lengths)
       specs.push_back({kind, {rows_for(dtype, length, 2.0), length}, false, "rows"});
-  // log-softmax shares softmax's kernels: one row length is enough.
-  const int64_t mid = options_.quick ? 1027 : 4096;
-  specs.push_back({log_softmax, {rows_for(dtype, mid, 2.0), mid}, false, "rows"});
-  specs.push_back({rms_norm, {rows_for(dtype, mid, 4.0), mid}, true, "large"});
-  const int64_t keys = options_.quick ? 36 : 2048;  // Lq = Lk
-  const int64_t heads = std::max<int64_t>(1, rows_for(dtype, keys, 2.0) / keys);
-  specs.push_back({softmax, {heads, keys, keys}, true, "large"});
-  if (!options_.quick) {
+  if (!chosen) {
+    // log-softmax shares softmax's kernels: one row length is enough.
+    const int64_t mid = options_.quick ? 1027 : 4096;
+    specs.push_back({log_softmax, {rows_for(dtype, mid, 2.0), mid}, false, "rows"});
+    specs.push_back({rms_norm, {rows_for(dtype, mid, 4.0), mid}, true, "large"});
+    const int64_t keys = options_.quick ? 36 : 2048;  // Lq = Lk
+    const int64_t heads = std::max<int64_t>(1, rows_for(dtype, keys, 2.0) / keys);
+    specs.push_back({softmax, {heads, keys, keys}, true, "large"});
+  }
+  if (!options_.quick && !chosen) {
     // The seeds' shapes (PERF.md: >= 70% of copy).
     for (const Kind& kind : {softmax, layer_norm, rms_norm}) {
       specs.push_back({kind, {2048, 2048}, false, "seed"});

@@ -42,6 +42,10 @@ in the same run. Uses the first CUDA device when there is one, else the CPU back
                     and cache times, each against its target; all: every suite
   --filter LIST     ops suite: only the cases of these ops (e.g. softmax,rms_norm); fusion
                     suite: only these sections (compile,chain,crops,resize)
+  --lengths LIST    ops suite: the row lengths of the norm and softmax cases (default
+                    64,1024,4096,16384,262144), each sized as those are; when given, the
+                    fixed-shape row cases (log-softmax, the residual and causal forms, the
+                    seeds) are left out
   --json FILE       also write every result as JSON (op cases under "op_rows", fusion rows
                     under "fusion_rows")
   -h, --help        this text
@@ -154,6 +158,23 @@ int parse_options(int argc, char** argv, Options* options) {
         if (std::find(std::begin(kOpNames), std::end(kOpNames), name) == std::end(kOpNames))
           return usage_error("--filter: unknown name " + name + " (names: " + names + ")");
       }
+    } else if (arg == "--lengths") {
+      options->lengths.clear();
+      bool ok = value(&text);
+      if (ok) {
+        for (const std::string& item : split_list(text)) {
+          double length = 0;
+          // (A bound first: converting a double past int64_t's range is undefined.)
+          if (!parse_number(item, 1, &length) || length > 1e12 ||
+              length != static_cast<double>(static_cast<int64_t>(length))) {
+            ok = false;
+            break;
+          }
+          options->lengths.push_back(static_cast<int64_t>(length));
+        }
+      }
+      if (!ok || options->lengths.empty())
+        return usage_error("--lengths takes positive whole row lengths, e.g. 4096,262144");
     } else if (arg == "--json") {
       if (!value(&text)) return usage_error("--json needs a file name");
       options->json_path = text;

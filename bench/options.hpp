@@ -26,6 +26,7 @@ struct Options {
   std::vector<std::string> sizes;  // "large", "seed"
   std::vector<std::string>
       filter;  // --filter: ops-suite ops and fusion-suite sections listed (all if empty)
+  std::vector<int64_t> lengths;  // --lengths: the row ops' row lengths (the default set if empty)
   std::string json_path;
   std::string suite = "elementwise";  // --suite: "elementwise", "ops", "fusion" or "all"
 
