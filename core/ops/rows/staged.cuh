@@ -161,10 +161,27 @@ int prepare_staged_kernel(int32_t device) {
 }
 
 // Blocks of `kernel` (threads and smem bytes each, in clusters of `cluster`) that fit on `device`
-// at once, a whole number of clusters; 0 when the runtime cannot tell.
+// at once, a whole number of clusters; 0 when the runtime cannot tell. The answer depends on
+// nothing else, so each thread keeps its last few (the occupancy queries, the cluster one most,
+// cost host time at every launch otherwise).
 template <class... Params>
 int64_t resident_blocks(void (*kernel)(Params...), int threads, size_t smem, int cluster,
                         int32_t device) {
+  struct Answer {
+    void (*kernel)(Params...);
+    int threads;
+    size_t smem;
+    int cluster;
+    int32_t device;
+    int64_t resident;
+  };
+  constexpr unsigned kKept = 8;
+  thread_local Answer kept[kKept] = {};
+  thread_local unsigned next = 0;
+  for (const Answer& a : kept)
+    if (a.kernel == kernel && a.threads == threads && a.smem == smem && a.cluster == cluster &&
+        a.device == device)
+      return a.resident;
   int64_t resident = 0;
   if (cluster > 1) {
     resident = int64_t{cuda::max_active_clusters(kernel, threads, smem, cluster)} * cluster;
@@ -175,6 +192,7 @@ int64_t resident_blocks(void (*kernel)(Params...), int threads, size_t smem, int
       resident = int64_t{per_sm} * cuda::sm_count(device);
   }
   cudaGetLastError();  // a failed query is not an error of the op
+  if (resident > 0) kept[next++ % kKept] = Answer{kernel, threads, smem, cluster, device, resident};
   return resident;
 }
 
