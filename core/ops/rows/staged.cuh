@@ -162,8 +162,7 @@ int prepare_staged_kernel(int32_t device) {
 
 // Blocks of `kernel` (threads and smem bytes each, in clusters of `cluster`) that fit on `device`
 // at once, a whole number of clusters; 0 when the runtime cannot tell. The answer depends on
-// nothing else, so each thread keeps its last few (the occupancy queries, the cluster one most,
-// cost host time at every launch otherwise).
+// nothing else, so each thread keeps its last few rather than query the runtime at every launch.
 template <class... Params>
 int64_t resident_blocks(void (*kernel)(Params...), int threads, size_t smem, int cluster,
                         int32_t device) {
