@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/math/fusion_ops.hpp"
+#include "tests/common/test_util.hpp"
 
 namespace {
 
@@ -70,15 +71,6 @@ __global__ void compare(Op op, Sweep sweep, float divisor, Mismatches* out) {
   }
 }
 
-bool have_device() {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return true;
-}
-
 // Bits of 2^-60 and of 2^61: FastCheck's range for every fast path's operand.
 constexpr uint32_t kLowest = 0x21800000u;
 constexpr uint32_t kPastHighest = 0x5e000000u;
@@ -102,7 +94,7 @@ constexpr uint32_t kRsqrtLowest = 0x21000000u;
 constexpr uint32_t kInfinity = 0x7f800000u;
 
 TEST(FastPathDevice, RsqrtIsExactOverItsWholeRange) {
-  if (!have_device()) GTEST_SKIP() << "no CUDA device present";
+  KF_REQUIRE_DEVICE();
   const Sweep all = {kRsqrtLowest, kInfinity - kRsqrtLowest, 0u};
   expect_exact(Op::rsqrt, all, 0.0f, "rsqrt");
   const Sweep negative = {kRsqrtLowest, kInfinity - kRsqrtLowest, 0x80000000u};
@@ -110,7 +102,7 @@ TEST(FastPathDevice, RsqrtIsExactOverItsWholeRange) {
 }
 
 TEST(FastPathDevice, ReciprocalIsExactWhereTheMantissaIsAllOnes) {
-  if (!have_device()) GTEST_SKIP() << "no CUDA device present";
+  KF_REQUIRE_DEVICE();
   // 1 / b through a launch-value divisor (make_divisor's Newton step, the division's correction)
   // needs MUFU.RCP to give exactly div_rn(1, b) there, as fast::reciprocal does
   // (fast_path_test.cpp), for every exponent of b in the division's range. (fast::reciprocal on
@@ -124,14 +116,14 @@ TEST(FastPathDevice, ReciprocalIsExactWhereTheMantissaIsAllOnes) {
 }
 
 TEST(FastPathDevice, SqrtIsExactOverItsWholeRange) {
-  if (!have_device()) GTEST_SKIP() << "no CUDA device present";
+  KF_REQUIRE_DEVICE();
   expect_exact(Op::sqrt, {kLowest, kPastHighest - kLowest, 0u}, 0.0f, "sqrt");
   expect_exact(Op::sqrt, {0u, 1u, 0u}, 0.0f, "sqrt(+0)");
   expect_exact(Op::sqrt, {0u, 1u, 0x80000000u}, 0.0f, "sqrt(-0)");
 }
 
 TEST(FastPathDevice, DivisionByALaunchValueIsExactForEveryNumerator) {
-  if (!have_device()) GTEST_SKIP() << "no CUDA device present";
+  KF_REQUIRE_DEVICE();
   // Divisors across the range, of both signs, and the all-ones mantissa (fast::reciprocal).
   const float divisors[] = {0.625f,          3.0f,          -7.0f,           1.0f / 3.0f, 0x1p-60f,
                             -0x1.fffffep60f, 0x1.fffffep0f, -0x1.fffffep-31f};

@@ -14,6 +14,7 @@
 
 #include "core/math/numeric.hpp"
 #include "core/ops/rows/tile.cuh"
+#include "tests/common/test_util.hpp"
 
 namespace {
 
@@ -72,15 +73,6 @@ __global__ void sample_pairs(const unsigned* pairs, int n, unsigned short* sums)
   const unsigned z = kf::rows::packed_sum<S>(a | (b << 16), b | (a << 16));
   sums[2 * i] = static_cast<unsigned short>(z);
   sums[2 * i + 1] = static_cast<unsigned short>(z >> 16);
-}
-
-bool has_device() {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return true;
 }
 
 template <class S>
@@ -157,22 +149,22 @@ void check_sample() {
 }
 
 TEST(PackedSum, EveryHalfPairMatchesTheElementWiseSum) {
-  if (!has_device()) GTEST_SKIP() << "no CUDA device present";
+  KF_REQUIRE_DEVICE();
   check_every_pair<half_t>();
 }
 
 TEST(PackedSum, EveryBfloat16PairMatchesTheElementWiseSum) {
-  if (!has_device()) GTEST_SKIP() << "no CUDA device present";
+  KF_REQUIRE_DEVICE();
   check_every_pair<bfloat16_t>();
 }
 
 TEST(PackedSum, SampledHalfPairsMatchTheHost) {
-  if (!has_device()) GTEST_SKIP() << "no CUDA device present";
+  KF_REQUIRE_DEVICE();
   check_sample<half_t>();
 }
 
 TEST(PackedSum, SampledBfloat16PairsMatchTheHost) {
-  if (!has_device()) GTEST_SKIP() << "no CUDA device present";
+  KF_REQUIRE_DEVICE();
   check_sample<bfloat16_t>();
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/math/philox.hpp"
+#include "tests/common/test_util.hpp"
 
 namespace {
 
@@ -29,11 +30,7 @@ __global__ void curand_numbers(const unsigned long long* seeds,
 }
 
 TEST(PhiloxCurand, SameSequenceAsCurandDevice) {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    (void)cudaGetLastError();
-    GTEST_SKIP() << "no CUDA device present";
-  }
+  KF_REQUIRE_DEVICE();
   const std::vector<unsigned long long> seeds = {0, 1, 0xDEADBEEFCAFEF00Dull, ~0ull, 42, 42};
   const std::vector<unsigned long long> subsequences = {0, 0, 7, ~0ull, 1ull << 40, 3};
   const int n = static_cast<int>(seeds.size());

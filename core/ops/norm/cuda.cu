@@ -850,7 +850,8 @@ constexpr int cached_max_blocks() {
 // (rows::packed_sum) took bf16's kernel from 95 to 80 registers. Three lost on the H200: A/Bs of
 // 2026-11-27 14:26Z (see residual_takes_three_blocks) and 2026-11-28 00:05Z (kf-bench, same
 // call, RMS norm with a residual over bf16 rows of 4096, % of copy, 86.3 / 86.3 / 86.3 -> 82.0 /
-// 82.1 at 80 registers). (This cap was set after that run and is not yet timed itself.)
+// 82.1 at 80 registers). With this cap (H200 A/B, 2026-11-28 01:06Z, b041fc2 -> 8680d4c, same
+// call, three passes): 86.8 / 86.9 / 86.7 -> 87.0 / 87.0 / 87.1.
 template <class P, class S>
 constexpr int residual_lean_max_blocks() {
   return P::threads == 256 && P::group == 256 ? 2 : cached_max_blocks<P, S>();
