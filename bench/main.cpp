@@ -166,7 +166,7 @@ int main(int argc, char** argv) {
   try {
     return kf_bench::run(argc, argv);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "kf-bench: %s\n", e.what());
+    std::fprintf(stderr, "kf-bench: error: %s\n", e.what());
     return 1;
   }
 }

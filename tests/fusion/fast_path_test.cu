@@ -80,6 +80,8 @@ void expect_exact(Op op, Sweep sweep, float divisor, const char* what) {
   ASSERT_EQ(cudaMalloc(&d_out, sizeof(Mismatches)), cudaSuccess);
   ASSERT_EQ(cudaMemset(d_out, 0, sizeof(Mismatches)), cudaSuccess);
   compare<<<4096, 256>>>(op, sweep, divisor, d_out);
+  // A launch that failed shows here, not at the synchronisation, and leaves the outputs unwritten.
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   Mismatches got{};
   ASSERT_EQ(cudaMemcpy(&got, d_out, sizeof got, cudaMemcpyDeviceToHost), cudaSuccess);

@@ -402,10 +402,11 @@ inline void upload(const DeviceTensor& t, const std::vector<Num>& values) {
       << kf_get_last_error_message();
 }
 
-// Fills the whole base with 0xFF bytes (NaN for floats, -1 / 255 for integers).
-inline void poison(const DeviceTensor& t) {
+// Fills the whole base with `byte` (0xFF by default: NaN for floats, -1 / 255 for integers).
+// (download checks the bytes outside a view against 0xFF: another byte suits dense tensors.)
+inline void poison(const DeviceTensor& t, unsigned char byte = 0xFF) {
   std::vector<unsigned char> bytes(static_cast<size_t>(t.base_elements) * kf_dtype_size(t.dtype),
-                                   0xFF);
+                                   byte);
   ASSERT_EQ(kf_tensor_copy_from_host(t.base, bytes.data(), bytes.size(), nullptr), KF_SUCCESS)
       << kf_get_last_error_message();
 }

@@ -255,8 +255,12 @@ TEST_F(Dropout, LargeTensors) {
 }
 
 // The device under test against a CPU context, for the same seed and offset: identical masks and
-// (to tolerance) identical values, on the vector path and the strided path.
+// (to tolerance) identical values, on the vector path and the strided path; both masks also
+// against the reference. Outputs poisoned before each call. (On the CPU build this would compare
+// the CPU with itself; the other tests hold the CPU to the reference.)
 TEST_F(Dropout, SameMaskAsCpu) {
+  if (kf_test::device_under_test() != KF_DEVICE_CUDA)
+    GTEST_SKIP() << "compares the CUDA backend with the CPU backend";
   kf_context_config_t config = KF_CONTEXT_CONFIG_INIT;
   config.device_type = KF_DEVICE_CPU;
   kf_context_t* cpu = nullptr;
@@ -274,9 +278,12 @@ TEST_F(Dropout, SameMaskAsCpu) {
     const auto xv = fill(x, dtype, n, base_seed() + 17);
     kf_test::upload(cx, xv);
     for (uint64_t offset : {uint64_t{0}, uint64_t{1} << 40}) {
+      for (kf_tensor_t* t : {out.t, mask.t, cout.t, cmask.t}) kf_test::poison(t);
       KF_ASSERT_OK(kf_fused_gelu_dropout(ctx(), x, out, mask, 0.35, 1, 0xC0FFEE, offset, nullptr));
       KF_ASSERT_OK(kf_fused_gelu_dropout(cpu, cx, cout, cmask, 0.35, 1, 0xC0FFEE, offset, nullptr));
-      EXPECT_EQ(kf_test::download(mask), kf_test::download(cmask)) << "offset " << offset;
+      const auto device_mask = kf_test::download(mask);
+      EXPECT_EQ(device_mask, kf_test::download(cmask)) << "offset " << offset;
+      EXPECT_EQ(device_mask, reference_mask(n, 0.35, 0xC0FFEE, offset)) << "offset " << offset;
       kf_test::expect_close(kf_test::download(out), kf_test::download(cout),
                             kf_test::tolerance(dtype), "device vs CPU");
     }
@@ -284,6 +291,7 @@ TEST_F(Dropout, SameMaskAsCpu) {
     Tensor base = tensor({1001, 33}, dtype);
     Tensor xt = make_view(base, dtype, shape, {1, 33}, 0);
     kf_test::upload(xt, xv);
+    for (kf_tensor_t* t : {out.t, mask.t, cout.t, cmask.t}) kf_test::poison(t);
     KF_ASSERT_OK(kf_fused_gelu_dropout(ctx(), xt, out, mask, 0.35, 1, 0xC0FFEE, 0, nullptr));
     KF_ASSERT_OK(kf_fused_gelu_dropout(cpu, cx, cout, cmask, 0.35, 1, 0xC0FFEE, 0, nullptr));
     EXPECT_EQ(kf_test::download(mask), kf_test::download(cmask)) << "strided";

@@ -650,25 +650,4 @@ TEST_F(Elementwise, UnwritableOutput) {
       kf_fused_elementwise_add_activation(ctx(), read_only, b, a, KF_ACTIVATION_NONE, nullptr));
 }
 
-TEST_F(Elementwise, MisalignedElements) {
-  Tensor storage = tensor({16});
-  void* data = nullptr;
-  KF_ASSERT_OK(kf_tensor_get_data(storage, &data));
-  kf_tensor_desc_t desc = kf_test::make_desc(KF_DTYPE_FLOAT32, {3});
-  kf_tensor_t* wrapped = nullptr;
-  const kf_result_t r =
-      kf_tensor_wrap(ctx(), &desc, static_cast<char*>(data) + 2, 40, nullptr, nullptr, &wrapped);
-  if (r !=
-      KF_SUCCESS) {  // the runtime refuses such memory itself, so nothing misaligned reaches the op
-    EXPECT_EQ(r, KF_ERROR_INVALID_ARGUMENT) << kf_get_last_error_message();
-    return;
-  }
-  Tensor misaligned(wrapped);
-  Tensor b = tensor({3}), out = tensor({3});
-  expect_error(
-      KF_ERROR_INVALID_ARGUMENT,
-      [&](Op op) { return call(op, ctx(), misaligned, b, out, KF_ACTIVATION_NONE); }, out,
-      "a not aligned to its elements");
-}
-
 }  // namespace

@@ -82,6 +82,8 @@ void check_every_pair() {
   const Mismatch start{0, ~0u};
   ASSERT_EQ(cudaMemcpy(d, &start, sizeof start, cudaMemcpyHostToDevice), cudaSuccess);
   every_pair<S><<<65536 / 256, 256>>>(d);
+  // A launch that failed shows here, not at the synchronisation, and leaves the outputs unwritten.
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   Mismatch got{~0ull, 0};
   ASSERT_EQ(cudaMemcpy(&got, d, sizeof got, cudaMemcpyDeviceToHost), cudaSuccess);
@@ -118,6 +120,8 @@ void check_sample() {
   ASSERT_EQ(cudaMemcpy(d_pairs, pairs.data(), n * sizeof(unsigned), cudaMemcpyHostToDevice),
             cudaSuccess);
   sample_pairs<S><<<(n + 255) / 256, 256>>>(d_pairs, n, d_sums);
+  // A launch that failed shows here, not at the synchronisation, and leaves the outputs unwritten.
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   std::vector<unsigned short> sums(2 * n);
   ASSERT_EQ(

@@ -44,6 +44,8 @@ TEST(PhiloxCurand, SameSequenceAsCurandDevice) {
   cudaMemcpy(d_subsequences, subsequences.data(), n * sizeof(unsigned long long),
              cudaMemcpyHostToDevice);
   curand_numbers<<<1, n>>>(d_seeds, d_subsequences, d_curand, d_header);
+  // A launch that failed shows here, not at the synchronisation, and leaves the outputs unwritten.
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   std::vector<unsigned int> from_curand(n * kNumbers), from_header(n * kNumbers);
   cudaMemcpy(from_curand.data(), d_curand, from_curand.size() * 4, cudaMemcpyDeviceToHost);

@@ -243,10 +243,9 @@ TEST(Event, TimingIsMonotonic) {
   KF_ASSERT_OK(kf_event_record(end, nullptr));
   float ms = -1.0f;
   KF_ASSERT_OK(kf_event_elapsed_ms(start, end, &ms));
-  EXPECT_GE(ms, 0.0f);
-  if (device_under_test() == KF_DEVICE_CPU) {
-    EXPECT_GE(ms, 15.0f);  // host time includes the sleep
-  }
+  // The end is recorded after the sleep: on the CPU the host clock includes it; on CUDA the
+  // device takes the end event only once it is enqueued, 20 ms after the start on an idle stream.
+  EXPECT_GE(ms, 15.0f);
   KF_ASSERT_OK(kf_event_destroy(start));
   KF_ASSERT_OK(kf_event_destroy(end));
 }
