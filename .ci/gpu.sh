@@ -19,6 +19,12 @@ BUILD=build/gpu
 JOBS=${JOBS:-16}
 BENCH_ARGS=${KF_BENCH_ARGS:-}  # extra kf-bench options, e.g. "--all-acts --dtypes f32,f16,bf16,f64"
 mkdir -p "$OUT"
+# Nothing of an earlier run may pass for this one's: the logs, the test counts and the sanitizer
+# results are cleared first, and the summary says "incomplete" until the last step rewrites it.
+rm -f "$OUT"/{gpu.txt,build.log,bench.log,bench.json,ctest.log,ctest_verbose.log,sanitizer.log} \
+  "$BUILD"/{cuda_tests.txt,ctest_verbose.log}
+echo "started $(date -u +%Y-%m-%dT%H:%M:%SZ), incomplete: the run ended before its summary" \
+  >"$OUT/summary.txt"
 [[ -d /usr/local/cuda/bin ]] && export PATH="$PATH:/usr/local/cuda/bin"
 
 STEPS=()
@@ -52,13 +58,13 @@ record "build" $build_rc "($((SECONDS - start))s)"
 
 section "kf-bench (--suite all; alone on the GPU)"
 start=$SECONDS
-if [[ -x $BUILD/bench/kf-bench ]]; then
+if ((build_rc == 0)) && [[ -x $BUILD/bench/kf-bench ]]; then
   # shellcheck disable=SC2086  # BENCH_ARGS is a list of options
   "$BUILD/bench/kf-bench" --cuda --suite all --json "$OUT/bench.json" $BENCH_ARGS 2>&1 | tee "$OUT/bench.log"
   bench_rc=$?
   record "kf-bench" $bench_rc "($((SECONDS - start))s)"
 else
-  record "kf-bench" 1 "(not built)"
+  record "kf-bench" 1 "(not run: the build failed)"
 fi
 
 # compute-sanitizer runs (one process each, mostly host-bound) go in the background while ctest
@@ -102,7 +108,7 @@ if [[ -n $SANITIZER ]] && ((build_rc == 0)); then
   san_start=$SECONDS
 fi
 
-if [[ -f $BUILD/CTestTestfile.cmake ]]; then
+if ((build_rc == 0)) && [[ -f $BUILD/CTestTestfile.cmake ]]; then
   section "ctest (whole suite, CUDA live)"
   start=$SECONDS
   # The CPU tests run one CTest test per test case; each CUDA test binary is one CTest test
@@ -120,7 +126,7 @@ if [[ -f $BUILD/CTestTestfile.cmake ]]; then
   cat "$BUILD/cuda_tests.txt"
   record "ctest" $ctest_rc "($((SECONDS - start))s): $(grep -E 'tests passed' "$OUT/ctest.log" | tail -n 1)"
 else
-  record "ctest" 1 "(not run: the build produced no test list)"
+  record "ctest" 1 "(not run: the build failed)"
 fi
 
 section "compute-sanitizer"

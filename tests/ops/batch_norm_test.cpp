@@ -138,7 +138,16 @@ class BatchNormTest : public row_test::DeviceFixture<::testing::TestWithParam<kf
     if (running) {
       // Statistics are f32 (f64 for f64 data) whatever x's dtype: f32's tolerance (f64's).
       const double tol = kf_test::tolerance(stats());
-      kf_test::expect_close(kf_test::download(rm), want.running_mean, tol, what + " running_mean");
+      if (c.center != 0.0 && stats() == KF_DTYPE_FLOAT32) {
+        // About 1e4 f32's tolerance (0.1) exceeds the whole update (momentum times a distance of
+        // about 1): the update itself is compared, to a few roundings of a value near 1e4. (f64's,
+        // 1e-8 there, is already far below the update.)
+        expect_close_about(kf_test::download(rm), want.running_mean, rmv, stats(), 4.0, tol,
+                           what + " running_mean");
+      } else {
+        kf_test::expect_close(kf_test::download(rm), want.running_mean, tol,
+                              what + " running_mean");
+      }
       kf_test::expect_close(kf_test::download(rv), want.running_var, tol, what + " running_var");
     }
   }

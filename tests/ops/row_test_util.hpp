@@ -129,4 +129,32 @@ inline double reference_activation(kf_activation_t act, double x) {
   return NAN;
 }
 
+// Spacing of dtype's values (f32 or f64) at magnitude |v|.
+inline double ulp_at(double v, kf_dtype_t dtype) {
+  const int digits = dtype == KF_DTYPE_FLOAT64 ? 53 : 24;
+  int exponent = 0;
+  std::frexp(std::fabs(v), &exponent);
+  return std::ldexp(1.0, exponent - digits);
+}
+
+// Statistics that sit near a large base (a mean of 1e4) cannot be checked relative to their
+// magnitude: f32's tolerance there exceeds their whole spread. Compares got - base with want - base
+// instead, allowing `ulps` spacings of dtype at the base (the rounding of a stored result) plus
+// tol relative to the difference.
+inline void expect_close_about(const std::vector<double>& got, const std::vector<double>& want,
+                               const std::vector<double>& base, kf_dtype_t dtype, double ulps,
+                               double tol, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  ASSERT_EQ(base.size(), want.size()) << what;
+  int reported = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double d_got = got[i] - base[i], d_want = want[i] - base[i];
+    const double allowed = ulps * ulp_at(base[i], dtype) + tol * std::fabs(d_want);
+    if (!(std::fabs(d_got - d_want) <= allowed) && reported++ < 5)
+      ADD_FAILURE() << what << " [" << i << "]: got " << got[i] << ", want " << want[i]
+                    << " (about " << base[i] << ": " << d_got << " vs " << d_want << ", allowed "
+                    << allowed << ")";
+  }
+}
+
 }  // namespace row_test
