@@ -32,7 +32,8 @@ struct FusionResult {
   double launch_host_us = 0;      // host time inside the launch call
   std::string target;             // what the row is held to, in words; empty when nothing
   std::string measured;           // the measurement the target judges, in words
-  std::string verdict;            // "PASS", "MISS", or empty when not evaluated
+  std::string verdict;            // "PASS", "MISS", "not evaluated" (--quick, --no-check), or
+                                  // empty when the row has no target
   std::string check = "skipped";  // "ok", "skipped", or what went wrong
   std::string note;               // extra facts printed after the row
   bool failed = false;
@@ -71,6 +72,8 @@ class FusionCaseRunner {
 
   // Runs every fusion row; `on_result` sees each row as soon as it is measured.
   std::vector<FusionResult> run_all(const std::function<void(const FusionResult&)>& on_result);
+  // The sections ("compile", "chain", ...) the last run_all left out (--filter).
+  const std::vector<std::string>& left_out_sections() const { return left_out_sections_; }
 
  private:
   using Emit = std::function<void(const FusionResult&)>;
@@ -89,8 +92,8 @@ class FusionCaseRunner {
   void time_pair(int warmup, const std::function<void(int)>& fused,
                  const std::function<void(int)>& unfused, double* fused_us, double* unfused_us);
   bool cuda() const { return device_ == KF_DEVICE_CUDA; }
-  // Sets the row's target and measurement, and PASS/MISS unless this is a --quick run (then
-  // nothing is evaluated); a failed row is a MISS.
+  // Sets the row's target and measurement, and PASS/MISS unless this is a --quick or a
+  // --no-check run (then "not evaluated"); a failed row is a MISS.
   void judge(FusionResult* r, const std::string& target, const std::string& measured,
              bool met) const;
 
@@ -105,12 +108,16 @@ class FusionCaseRunner {
   std::vector<Tensor> cover_;  // time_hidden_launch's busy work
   std::vector<Event> events_;
   std::vector<FusionResult> results_;
+  std::vector<std::string> left_out_sections_;
 };
 
 // The table, the targets and the JSON rows of the fusion section.
-void print_fusion_header(kf_device_type_t device, const FusionCacheDir& cache_dir);
+// `checked`: false under --no-check.
+void print_fusion_header(kf_device_type_t device, const FusionCacheDir& cache_dir, bool checked);
 void print_fusion_row(const FusionResult& r, double ceiling_gbps);
-void print_fusion_targets(bool quick, const std::vector<FusionResult>& rows);
+// `left_out_sections`: as FusionCaseRunner::left_out_sections().
+void print_fusion_targets(const Options& options, const std::vector<std::string>& left_out_sections,
+                          const std::vector<FusionResult>& rows);
 // The rows as a JSON array (the value of "fusion_rows").
 std::string fusion_rows_json(const std::vector<FusionResult>& rows, double ceiling_gbps);
 

@@ -181,7 +181,7 @@ void FusionCaseRunner::run_crops(const Emit& emit) {
   };
   // Every output of buffer set 0 against float64, after poisoning them.
   auto verify = [&](const std::function<void(int)>& body) -> std::string {
-    for (const Tensor& t : outs[0]) poison(t.get(), KF_DTYPE_FLOAT32, per_crop, stream_);
+    for (const Tensor& t : outs[0]) poison(t.get(), stream_);
     body(0);
     for (int i = 0; i < n; ++i) {
       const kf_rect_t& r = crops[static_cast<size_t>(i)];
@@ -287,7 +287,7 @@ void FusionCaseRunner::run_resize_batch(const Emit& emit) {
     if (options_.check) {
       // Every item, 61 pixels each (corners and edges included), all channels. Bilinear weights
       // are computed in f32 by the engine: allow a quarter of a grey level.
-      poison(outs[0].get(), KF_DTYPE_FLOAT32, out_count, stream_);
+      poison(outs[0].get(), stream_);
       run(0);
       const auto got = download(outs[0].get(), 4 * out_count, stream_);
       r.check = "ok";

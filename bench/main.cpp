@@ -84,6 +84,7 @@ int run(int argc, char** argv) {
   info.iters = options.iters;
   info.warmup = options.warmup;
   info.quick = options.quick;
+  info.checked = options.check;
   info.device.struct_size = sizeof info.device;
   check(kf_get_device_properties(device_type, 0, &info.device), "kf_get_device_properties");
 
@@ -129,17 +130,17 @@ int run(int argc, char** argv) {
         info.seed_copies.push_back(c);
       }
     }
-    print_op_targets(info, op_rows);
+    print_op_targets(info, op_rows, op_runner.left_out_targets());
   }
   std::vector<FusionResult> fusion_rows;
   if (options.fusion_suite()) {
     FusionCaseRunner fusion_runner(options, ctx.get(), stream.get(), device_type,
                                    cache_to_outgrow(info.device), info.ceiling.gbps,
                                    fusion_cache.get());
-    print_fusion_header(device_type, *fusion_cache);
+    print_fusion_header(device_type, *fusion_cache, options.check);
     fusion_rows = fusion_runner.run_all(
         [&](const FusionResult& r) { print_fusion_row(r, info.ceiling.gbps); });
-    print_fusion_targets(options.quick, fusion_rows);
+    print_fusion_targets(options, fusion_runner.left_out_sections(), fusion_rows);
   }
 
   if (!options.json_path.empty()) {

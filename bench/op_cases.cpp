@@ -35,12 +35,6 @@ bool selected(const Options& options, const std::string& op) {
          std::find(options.filter.begin(), options.filter.end(), op) != options.filter.end();
 }
 
-std::vector<unsigned char> download(kf_tensor_t* t, size_t bytes, kf_stream_t* stream) {
-  std::vector<unsigned char> packed(bytes);
-  check(kf_tensor_copy_to_host(t, packed.data(), packed.size(), stream), "kf_tensor_copy_to_host");
-  return packed;
-}
-
 // "" when got matches want within `allowed`, else a description of the mismatch.
 std::string compare(const char* what, size_t index, double got, double want, double allowed) {
   if (std::fabs(got - want) <= allowed) return "";  // NaN fails here too
@@ -78,7 +72,8 @@ struct OpCaseRunner::Case {
   double allocated_bytes = 0;                 // per buffer set
   std::function<void(State*, int)> setup;     // fills host data and `sets` buffer sets
   std::function<void(State&, int)> body;      // one run on buffer set run % sets
-  std::function<std::string(State&)> verify;  // checks buffer set 0 after the timed runs
+  std::function<std::string(State&)> verify;  // checks buffer set 0 after one run of body
+  std::vector<size_t> outputs;                // what body writes: indices into a buffer set
 };
 
 OpCaseRunner::OpCaseRunner(const Options& options, kf_context_t* ctx, kf_stream_t* stream,
@@ -100,6 +95,7 @@ int64_t OpCaseRunner::rows_for(kf_dtype_t dtype, int64_t row_length,
 
 std::vector<OpResult> OpCaseRunner::run_all(const std::function<void(const OpResult&)>& on_result) {
   std::vector<OpResult> results;
+  left_out_targets_.clear();
   for (kf_dtype_t dtype : options_.dtypes) {
     std::vector<Case> cases;
     add_bias_activation(dtype, &cases);
@@ -107,8 +103,13 @@ std::vector<OpResult> OpCaseRunner::run_all(const std::function<void(const OpRes
     add_row_ops(dtype, &cases);
     add_batch_norm(dtype, &cases);
     add_reductions(dtype, &cases);
-    for (Case& c : cases)
-      if (selected(options_, c.r.op)) run_case(&c, on_result, &results);
+    for (Case& c : cases) {
+      if (selected(options_, c.r.op)) {
+        run_case(&c, on_result, &results);
+      } else if (!c.r.target.empty()) {
+        left_out_targets_.insert(c.r.target);
+      }
+    }
   }
   return results;
 }
@@ -132,11 +133,13 @@ void OpCaseRunner::run_case(Case* c, const std::function<void(const OpResult&)>&
   // Every set runs at least once before timing: first touches of fresh memory stay out.
   const int warmup = std::max(options_.warmup, sets);
   try {
-    r.us = median(timer_.time_runs(warmup, options_.iters, [&](int run) { c->body(*state, run); }));
-    if (options_.check) {
+    if (options_.check) {  // one run on poisoned outputs, before any timing
+      for (size_t output : c->outputs) poison(state->sets[0][output].get(), stream_);
+      c->body(*state, 0);
       r.check = c->verify(*state);
       r.failed = r.check.compare(0, 2, "ok") != 0;  // "ok" or "ok (details)"
     }
+    r.us = median(timer_.time_runs(warmup, options_.iters, [&](int run) { c->body(*state, run); }));
   } catch (const Failure& e) {
     r.failed = true;
     r.check = std::string("error: ") + e.what();
@@ -177,6 +180,7 @@ void OpCaseRunner::add_bias_activation(kf_dtype_t dtype, std::vector<Case>* case
       s->sets.push_back(std::move(set));
     }
   };
+  c.outputs = {1};
   c.body = [=](State& s, int run) {
     check(kf_fused_bias_activation(ctx_, s.set(run, 0), s.shared[0].get(), s.set(run, 1), act,
                                    stream_),
@@ -228,6 +232,7 @@ void OpCaseRunner::add_gelu_dropout(kf_dtype_t dtype, std::vector<Case>* cases) 
       s->sets.push_back(std::move(set));
     }
   };
+  c.outputs = {1, 2};  // out, mask
   c.body = [=](State& s, int run) {
     check(kf_fused_gelu_dropout(ctx_, s.set(run, 0), s.set(run, 1), s.set(run, 2), kDropP, 1, 1234,
                                 0, stream_),
@@ -320,16 +325,13 @@ void OpCaseRunner::add_row_ops(kf_dtype_t dtype, std::vector<Case>* cases) {
     bool extra;
     const char* target;
   };
-  std::vector<Spec> specs;
-  const bool chosen = !options_.lengths.empty();  // --lengths: only those rows
-  const std::vector<int64_t> lengths = chosen ? options_.lengths
-                                       : options_.quick
-                                           ? std::vector<int64_t>{64, 1027, 16384}
-                                           : std::vector<int64_t>{64, 1024, 4096, 16384, 262144};
-  for (const Kind& kind : {softmax, layer_norm, rms_norm})
-    for (int64_t length : lengths)
-      specs.push_back({kind, {rows_for(dtype, length, 2.0), length}, false, "rows"});
-  if (!chosen) {
+  // The rows of `lengths`, and with `fixed_forms` the fixed-shape cases too.
+  const auto specs_for = [&](const std::vector<int64_t>& lengths, bool fixed_forms) {
+    std::vector<Spec> specs;
+    for (const Kind& kind : {softmax, layer_norm, rms_norm})
+      for (int64_t length : lengths)
+        specs.push_back({kind, {rows_for(dtype, length, 2.0), length}, false, "rows"});
+    if (!fixed_forms) return specs;
     // log-softmax shares softmax's kernels: one row length is enough.
     const int64_t mid = options_.quick ? 1027 : 4096;
     specs.push_back({log_softmax, {rows_for(dtype, mid, 2.0), mid}, false, "rows"});
@@ -337,13 +339,28 @@ void OpCaseRunner::add_row_ops(kf_dtype_t dtype, std::vector<Case>* cases) {
     const int64_t keys = options_.quick ? 36 : 2048;  // Lq = Lk
     const int64_t heads = std::max<int64_t>(1, rows_for(dtype, keys, 2.0) / keys);
     specs.push_back({softmax, {heads, keys, keys}, true, "large"});
-  }
-  if (!options_.quick && !chosen) {
-    // The seeds' shapes (PERF.md: >= 70% of copy).
-    for (const Kind& kind : {softmax, layer_norm, rms_norm}) {
-      specs.push_back({kind, {2048, 2048}, false, "seed"});
-      specs.push_back({kind, {32, 512, 768}, false, "seed"});
+    if (!options_.quick) {
+      // The seeds' shapes (PERF.md: >= 70% of copy).
+      for (const Kind& kind : {softmax, layer_norm, rms_norm}) {
+        specs.push_back({kind, {2048, 2048}, false, "seed"});
+        specs.push_back({kind, {32, 512, 768}, false, "seed"});
+      }
     }
+    return specs;
+  };
+  const std::vector<Spec> defaults =
+      specs_for(options_.quick ? std::vector<int64_t>{64, 1027, 16384}
+                               : std::vector<int64_t>{64, 1024, 4096, 16384, 262144},
+                true);
+  // --lengths: only the rows of those lengths. A target that loses one of its default rows to
+  // it cannot be judged.
+  const bool chosen = !options_.lengths.empty();
+  const std::vector<Spec> specs = chosen ? specs_for(options_.lengths, false) : defaults;
+  for (const Spec& d : defaults) {
+    const auto same = [&](const Spec& s) {
+      return s.kind.op == d.kind.op && s.shape == d.shape && s.extra == d.extra;
+    };
+    if (std::none_of(specs.begin(), specs.end(), same)) left_out_targets_.insert(d.target);
   }
   // Adds one case (the body of the loop below).
   const auto add_case = [&](RowOp op, const char* name, kf_activation_t act, int params,
@@ -399,6 +416,7 @@ void OpCaseRunner::add_row_ops(kf_dtype_t dtype, std::vector<Case>* cases) {
         s->sets.push_back(std::move(set));
       }
     };
+    c.outputs = residual ? std::vector<size_t>{1, 3} : std::vector<size_t>{1};  // out, residual_out
     c.body = [=](State& s, int run) {
       kf_tensor_t* x = s.set(run, 0);
       kf_tensor_t* out = s.set(run, 1);
@@ -528,6 +546,7 @@ void OpCaseRunner::add_batch_norm(kf_dtype_t dtype, std::vector<Case>* cases) {
         s->sets.push_back(std::move(set));
       }
     };
+    c.outputs = {1};
     c.body = [=](State& s, int run) {
       check(
           kf_fused_batch_norm_activation(ctx_, s.set(run, 0), s.shared[0].get(), s.shared[1].get(),
@@ -624,6 +643,7 @@ void OpCaseRunner::add_reductions(kf_dtype_t dtype, std::vector<Case>* cases) {
         s->sets.push_back(std::move(set));
       }
     };
+    c.outputs = {1};
     c.body = [=](State& s, int run) {
       if (op == KF_REDUCE_MEAN_ABS && axis == 0) {
         check(kf_reduce_mean_abs(ctx_, s.set(run, 0), s.set(run, 1), 0, 0, stream_),

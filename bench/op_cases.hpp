@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,9 @@ class OpCaseRunner {
 
   // Runs every op case; `on_result` sees each result as soon as it is measured.
   std::vector<OpResult> run_all(const std::function<void(const OpResult&)>& on_result);
+  // The targets (OpResult::target) of which the last run_all left rows out (--filter, --lengths):
+  // a verdict over the rows that ran would not be the target's.
+  const std::set<std::string>& left_out_targets() const { return left_out_targets_; }
 
  private:
   struct Case;
@@ -57,6 +61,7 @@ class OpCaseRunner {
   uint64_t cache_bytes_;
   double target_bytes_;  // traffic of one run of each case
   RunTimer timer_;
+  std::set<std::string> left_out_targets_;
 };
 
 }  // namespace kf_bench

@@ -58,14 +58,20 @@ std::string json_number(double value) {
 
 namespace {
 
-// One target line: `met` of `total` rows, the worst row, and PASS or MISS.
-void print_target_line(const char* what, int met, int total, const std::string& worst) {
+constexpr const char* kUnchecked = "--no-check: outputs not checked";
+
+// One target line: `met` of `total` rows, the worst row, and PASS or MISS; "not evaluated" when
+// no row was measured or `unevaluated` says why the rows cannot be judged.
+void print_target_line(const char* what, int met, int total, const std::string& worst,
+                       const std::string& unevaluated) {
   if (total == 0) {
-    std::printf("  %-48s no rows measured\n", what);
+    std::printf("  %-48s not evaluated: no rows measured\n", what);
     return;
   }
+  const std::string verdict = !unevaluated.empty() ? "not evaluated (" + unevaluated + ")"
+                                                   : (met == total ? "PASS" : "MISS");
   std::printf("  %-48s %d/%d rows; lowest %s  %s\n", what, met, total, worst.c_str(),
-              met == total ? "PASS" : "MISS");
+              verdict.c_str());
 }
 
 }  // namespace
@@ -99,6 +105,8 @@ void print_header(const RunInfo& info) {
               info.iters, info.warmup);
   if (info.quick)
     std::printf("  quick     --quick: a smoke run of small shapes, not a measurement\n");
+  if (!info.checked)
+    std::printf("  check     --no-check: no output compared with float64; no target evaluated\n");
   std::printf("  ceiling   %s of %.0f MiB: %.1f GB/s (%.1f us; GB/s counts bytes read + written)\n",
               info.ceiling.method.c_str(), static_cast<double>(info.ceiling.bytes) / kMiB,
               info.ceiling.gbps, info.ceiling.median_us);
@@ -163,6 +171,7 @@ void print_targets(const RunInfo& info, const std::vector<CaseResult>& results,
     std::printf("  not evaluated: --quick sizes are too small to mean anything\n");
     return;
   }
+  const std::string unevaluated = info.checked ? "" : kUnchecked;
   if (is_cuda(info)) {
     struct Tally {
       int met = 0, total = 0;
@@ -185,8 +194,9 @@ void print_targets(const RunInfo& info, const std::vector<CaseResult>& results,
       }
     }
     print_target_line(">= 90% of copy at >= 256 MiB of traffic", large.met, large.total,
-                      large.worst);
-    print_target_line(">= 70% of copy at the seeds' sizes", seed.met, seed.total, seed.worst);
+                      large.worst, unevaluated);
+    print_target_line(">= 70% of copy at the seeds' sizes", seed.met, seed.total, seed.worst,
+                      unevaluated);
   } else {
     int met = 0, total = 0;
     double lowest = 1e300;
@@ -203,7 +213,7 @@ void print_targets(const RunInfo& info, const std::vector<CaseResult>& results,
         worst = text;
       }
     }
-    print_target_line("CPU: fused >= 1.5x unfused (large shape)", met, total, worst);
+    print_target_line("CPU: fused >= 1.5x unfused (large shape)", met, total, worst, unevaluated);
   }
   if (h.calls > 0 && h.error.empty()) {
     const bool met = h.us_per_call <= 3.0;
@@ -247,7 +257,8 @@ void note_worst(const OpResult& r, double pct, double* lowest, std::string* wors
 
 }  // namespace
 
-void print_op_targets(const RunInfo& info, const std::vector<OpResult>& results) {
+void print_op_targets(const RunInfo& info, const std::vector<OpResult>& results,
+                      const std::set<std::string>& left_out_targets) {
   std::printf("\nop targets (PERF.md, issue 3):\n");
   if (info.quick) {
     std::printf("  not evaluated: --quick sizes are too small to mean anything\n");
@@ -279,7 +290,13 @@ void print_op_targets(const RunInfo& info, const std::vector<OpResult>& results)
       if (pct >= g.percent) ++met;
       note_worst(r, pct, &lowest, &worst);
     }
-    print_target_line(g.what, met, total, worst);
+    std::string unevaluated;
+    if (!info.checked) {
+      unevaluated = kUnchecked;
+    } else if (left_out_targets.count(g.target) > 0) {
+      unevaluated = "--filter/--lengths left some of its rows out";
+    }
+    print_target_line(g.what, met, total, worst, unevaluated);
   }
   if (info.seed_copies.empty()) return;
   // The seeds' traffic is small (16-96 MiB): a copy of that size does not reach the large
@@ -320,6 +337,7 @@ void write_json(const std::string& path, const RunInfo& info,
   j << "{\n  \"tool\": \"kf-bench\",\n  \"date\": " << json_string(info.date)
     << ",\n  \"software\": " << json_string(info.software)
     << ",\n  \"quick\": " << (info.quick ? "true" : "false")
+    << ",\n  \"checked\": " << (info.checked ? "true" : "false")
     << ",\n  \"device\": {\"backend\": " << json_string(is_cuda(info) ? "cuda" : "cpu")
     << ", \"name\": " << json_string(d.name) << ", \"id\": " << d.device_id
     << ", \"compute_capability\": \"" << d.compute_capability_major << "."

@@ -2,6 +2,7 @@
 // targets of PERF.md, and the JSON file.
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,7 @@ struct RunInfo {
   int iters = 0;
   int warmup = 0;
   bool quick = false;
+  bool checked = true;  // false under --no-check: no output was compared with its reference
   CopyCeiling ceiling;
   std::vector<SameSizeCopy> seed_copies;  // one per distinct (traffic, sets) of the seed op rows
 };
@@ -53,7 +55,9 @@ void print_targets(const RunInfo& info, const std::vector<CaseResult>& results,
 // The ops section (--suite ops): its table and its targets.
 void print_op_table_header();
 void print_op_row(const OpResult& result, double ceiling_gbps);
-void print_op_targets(const RunInfo& info, const std::vector<OpResult>& results);
+// `left_out_targets`: the targets some of whose rows did not run (OpCaseRunner).
+void print_op_targets(const RunInfo& info, const std::vector<OpResult>& results,
+                      const std::set<std::string>& left_out_targets);
 
 // Writes everything as one JSON object (the op cases under "op_rows", the fusion rows under
 // "fusion_rows"); throws Failure when the file cannot be written.

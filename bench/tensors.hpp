@@ -1,5 +1,5 @@
-// Helpers shared by the elementwise cases (cases.cpp) and the op cases (op_cases.cpp): tensors
-// from shapes, uploads, and how many buffer sets keep the timed data out of the cache.
+// Helpers shared by the elementwise, op and fusion cases: tensors from shapes, uploads and
+// downloads, poisoned outputs, and how many buffer sets keep the timed data out of the cache.
 #pragma once
 
 #include <algorithm>
@@ -30,6 +30,24 @@ inline Tensor make_tensor(kf_context_t* ctx, kf_dtype_t dtype, const std::vector
 inline void upload(kf_tensor_t* t, const std::vector<unsigned char>& packed, kf_stream_t* stream) {
   check(kf_tensor_copy_from_host(t, packed.data(), packed.size(), stream),
         "kf_tensor_copy_from_host");
+}
+
+inline std::vector<unsigned char> download(const kf_tensor_t* t, size_t bytes,
+                                           kf_stream_t* stream) {
+  std::vector<unsigned char> packed(bytes);
+  check(kf_tensor_copy_to_host(t, packed.data(), packed.size(), stream), "kf_tensor_copy_to_host");
+  return packed;
+}
+
+// Fills a tensor with 0xFF bytes, NaN in every float dtype (255 in u8), so that an element the
+// kernel leaves unwritten fails the check that follows, whatever the buffer held before.
+inline void poison(kf_tensor_t* t, kf_stream_t* stream) {
+  kf_tensor_desc_t desc{};
+  check(kf_tensor_get_desc(t, &desc), "kf_tensor_get_desc");
+  const int64_t count = element_count(std::vector<int64_t>(desc.shape, desc.shape + desc.ndim));
+  upload(t,
+         std::vector<unsigned char>(static_cast<size_t>(count) * kf_dtype_size(desc.dtype), 0xFF),
+         stream);
 }
 
 // Buffer sets to rotate through so that one pass over them is at least 4x `cache_bytes`:
