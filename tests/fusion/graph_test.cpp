@@ -1075,9 +1075,11 @@ TEST_F(GraphTest, IntegerValueOverridesMustBeIntegers) {
   EXPECT_FAILS(kf_fused_kernel_launch(k, &args, nullptr), KF_ERROR_INVALID_ARGUMENT,
                "value of node 1 is nan, but the node is used as an integer value");
   value.value = -10.0;
+  kf_test::poison(out);
   KF_ASSERT_OK(kf_fused_kernel_launch(k, &args, nullptr));
   kf_test::expect_close(download(out), {-9, -12, -7, 90}, 0, "x + offset override");
   args.n_values = 0;
+  kf_test::poison(out);
   KF_ASSERT_OK(kf_fused_kernel_launch(k, &args, nullptr));
   kf_test::expect_close(download(out), {4, 1, 6, 103}, 0, "x + offset default");
 }
@@ -1099,6 +1101,7 @@ TEST_F(GraphTest, KernelOutlivesItsGraphAndIgnoresLaterChanges) {
   kf_launch_args_t args = KF_LAUNCH_ARGS_INIT;
   args.inputs = inputs;
   args.outputs = outputs;
+  kf_test::poison(out);
   KF_ASSERT_OK(kf_fused_kernel_launch(k, &args, nullptr));
   kf_test::expect_close(download(out), {2.25, 4, 9}, 0, "square");
 }
@@ -1253,6 +1256,8 @@ TEST_F(GraphTest, ImageOutputsOfAnItemShareASize) {
                "output 1 of item 0 is 2 x 2 (H x W), but output 0 of the item is 2 x 3");
   Tensor chw_ok = make_tensor(ctx, KF_DTYPE_FLOAT32, {1, 2, 3});
   outputs[1] = chw_ok;
+  kf_test::poison(hwc);
+  kf_test::poison(chw_ok);
   KF_ASSERT_OK(kf_fused_kernel_launch(k, &args, nullptr));
   // No crop: the read covers the whole image from (0, 0); the output is its top-left 2 x 3.
   kf_test::expect_close(download(hwc), {-1, 2, -3, -5, 6, -7}, 0, "neg");

@@ -1085,6 +1085,65 @@ TEST_F(RandomGraphTest, BenchmarkChainsMatchTheCpuBitForBit) {
   auto same = [](double a, double b) {
     return (std::isnan(a) && std::isnan(b)) || (a == b && std::signbit(a) == std::signbit(b));
   };
+  // The chain as docs/fusion.md defines it, written out here independently of both executors:
+  // every op in f32 and correctly rounded (each computed in double, exact for these operands, and
+  // rounded to float once, so no contraction can change it), the scalars converted to float, min
+  // and max as IEEE 754-2019 minimum and maximum (NaN if either is NaN, -0 below +0), ReLU as
+  // maximum(x, +0), rsqrt as 1 / sqrt with both rounded; a 16-bit result rounded once, when
+  // written. `values` are the scalars in node order.
+  auto chain_reference = [](double in, kf_dtype_t dtype, int n_ops,
+                            const std::vector<double>& values) {
+    auto f = [](double v) { return static_cast<double>(static_cast<float>(v)); };
+    auto maximum = [](double a, double b) {
+      if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
+      if (a == b) return std::signbit(a) ? b : a;
+      return a > b ? a : b;
+    };
+    auto minimum = [](double a, double b) {
+      if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
+      if (a == b) return std::signbit(a) ? a : b;
+      return a < b ? a : b;
+    };
+    double x = in;  // a bf16 or f32 input is exact in float
+    size_t next = 0;
+    for (int k = 0; k < n_ops; ++k) {
+      const Step& step = kChain[k];
+      if (step.kind == kBinary) {
+        const double v = f(values[next++]);
+        switch (step.op) {
+          case KF_BINARY_MUL: x = f(x * v); break;
+          case KF_BINARY_ADD: x = f(x + v); break;
+          case KF_BINARY_SUB: x = f(x - v); break;
+          case KF_BINARY_DIV: x = f(x / v); break;
+          case KF_BINARY_MAX: x = maximum(x, v); break;
+          case KF_BINARY_MIN: x = minimum(x, v); break;
+          default: ADD_FAILURE() << "chain_reference: op " << step.op; return 0.0;
+        }
+      } else if (step.kind == kUnary) {
+        switch (step.op) {
+          case KF_UNARY_NEG: x = -x; break;
+          case KF_UNARY_ABS: x = std::fabs(x); break;
+          case KF_UNARY_RSQRT: x = f(1.0 / f(std::sqrt(x))); break;
+          default: ADD_FAILURE() << "chain_reference: unary op " << step.op; return 0.0;
+        }
+      } else {
+        x = maximum(x, 0.0);
+      }
+    }
+    return fusion_test::round_to(dtype, x);
+  };
+  // The scalars' values of the first n_ops steps, with the launch's overrides of the first and
+  // the last scalar when given.
+  auto chain_values = [](int n_ops, const std::vector<kf_fused_value_t>& overrides) {
+    std::vector<double> values;
+    for (int k = 0; k < n_ops; ++k)
+      if (kChain[k].kind == kBinary) values.push_back(kChain[k].value);
+    if (!overrides.empty()) {
+      values.front() = overrides.front().value;
+      values.back() = overrides.back().value;
+    }
+    return values;
+  };
   fusion_test::ContextHandle cpu(KF_DEVICE_CPU);
   std::mt19937_64 rng(2026);
   std::vector<int64_t> sizes = {1, 4095, 5 * 4096 + 7};
@@ -1146,16 +1205,22 @@ TEST_F(RandomGraphTest, BenchmarkChainsMatchTheCpuBitForBit) {
             DeviceTensor input = fusion_test::make_tensor(c, dtype, {n}, false, rng);
             DeviceTensor output = fusion_test::make_tensor(c, dtype, {n}, false, rng);
             fusion_test::upload(input, in);
-            fusion_test::poison(output);
+            // Different poisons: an element neither run writes cannot match between them.
+            fusion_test::poison(output, c == ctx() ? 0xFF : 0x5A);
             KF_ASSERT_OK(fusion_test::launch(c == ctx() ? k.k : cpu_kernel.k, 1, {input.handle()},
                                              {output.handle()}, {}, values));
             got.push_back(fusion_test::download(output, "chain output"));
           }
+          const std::vector<double> scalar_values = chain_values(n_ops, values);
           size_t bad = 0;
           for (size_t e = 0; e < got[0].size(); ++e) {
             if (!same(got[0][e].f, got[1][e].f) && bad++ < 10)
               ADD_FAILURE() << "element " << e << " (x " << in[e].f << "): got " << got[0][e].f
                             << ", the CPU " << got[1][e].f;
+            const double want = chain_reference(in[e].f, dtype, n_ops, scalar_values);
+            if (!same(got[1][e].f, want) && bad++ < 10)
+              ADD_FAILURE() << "element " << e << " (x " << in[e].f << "): the CPU gives "
+                            << got[1][e].f << ", the chain's definition " << want;
           }
           ASSERT_EQ(bad, 0u);
         }
@@ -1180,7 +1245,7 @@ TEST_F(RandomGraphTest, BenchmarkChainsMatchTheCpuBitForBit) {
           inputs.push_back(fusion_test::make_tensor(c, dtype, {batch[i]}, false, rng));
           outputs.push_back(fusion_test::make_tensor(c, dtype, {batch[i]}, false, rng));
           fusion_test::upload(inputs.back(), ins[static_cast<size_t>(i)]);
-          fusion_test::poison(outputs.back());
+          fusion_test::poison(outputs.back(), c == ctx() ? 0xFF : 0x5A);
           in_handles.push_back(inputs.back().handle());
           out_handles.push_back(outputs.back().handle());
         }
@@ -1190,12 +1255,18 @@ TEST_F(RandomGraphTest, BenchmarkChainsMatchTheCpuBitForBit) {
         for (const DeviceTensor& o : outputs)
           got.back().push_back(fusion_test::download(o, "item"));
       }
+      const std::vector<double> scalar_values = chain_values(n_ops, {});
       for (int i = 0; i < kItems; ++i) {
         size_t bad = 0;
         for (size_t e = 0; e < got[0][i].size(); ++e) {
           if (!same(got[0][i][e].f, got[1][i][e].f) && bad++ < 10)
             ADD_FAILURE() << "item " << i << " element " << e << ": got " << got[0][i][e].f
                           << ", the CPU " << got[1][i][e].f;
+          const double want =
+              chain_reference(ins[static_cast<size_t>(i)][e].f, dtype, n_ops, scalar_values);
+          if (!same(got[1][i][e].f, want) && bad++ < 10)
+            ADD_FAILURE() << "item " << i << " element " << e << ": the CPU gives "
+                          << got[1][i][e].f << ", the chain's definition " << want;
         }
         ASSERT_EQ(bad, 0u) << "item " << i;
       }

@@ -454,6 +454,7 @@ TEST_F(Elementwise, EmptyTensorsSucceed) {
 TEST_F(Elementwise, ReadsOfOverlappingInputsAreFine) {
   Tensor a = tensor({4, 6}), out = tensor({4, 6});
   const auto av = fill(a, KF_DTYPE_FLOAT32, 24, base_seed());
+  kf_test::poison(out);
   KF_ASSERT_OK(kf_fused_elementwise_mul_activation(ctx(), a, a, out, KF_ACTIVATION_NONE, nullptr));
   kf_test::expect_close(kf_test::download(out),
                         reference(Op::mul, KF_ACTIVATION_NONE, av, {4, 6}, av, {4, 6}),
@@ -646,8 +647,16 @@ TEST_F(Elementwise, UnwritableOutput) {
       KF_ERROR_INVALID_ARGUMENT,
       [&](Op op) { return call(op, ctx(), a, b, read_only, KF_ACTIVATION_NONE); }, out,
       "read-only out");
+  // A read-only tensor is a fine input: a = read_only + b, written over a poisoned a.
+  const std::vector<double> ov = kf_test::random_values(9, 91), bv = kf_test::random_values(3, 92);
+  kf_test::upload(out, ov);
+  kf_test::upload(b, bv);
+  kf_test::poison(a);
   KF_ASSERT_OK(
       kf_fused_elementwise_add_activation(ctx(), read_only, b, a, KF_ACTIVATION_NONE, nullptr));
+  kf_test::expect_close(kf_test::download(a),
+                        reference(Op::add, KF_ACTIVATION_NONE, ov, {3, 3}, bv, {3}),
+                        kf_test::tolerance(KF_DTYPE_FLOAT32), "read-only input");
 }
 
 }  // namespace
