@@ -28,6 +28,19 @@ using fusion_test::is_integer;
 using fusion_test::Num;
 using fusion_test::Shape;
 
+// IEEE 754-2019 minimum and maximum, the fusion engine's float min and max: NaN if either
+// operand is NaN, -0 below +0.
+double ieee_minimum(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
+  if (a == b) return std::signbit(a) ? a : b;
+  return a < b ? a : b;
+}
+double ieee_maximum(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
+  if (a == b) return std::signbit(a) ? b : a;
+  return a < b ? b : a;
+}
+
 enum class Kind { input, scalar, unary, activation, binary, clamp, where, cast };
 
 struct RefNode {
@@ -1094,16 +1107,6 @@ TEST_F(RandomGraphTest, BenchmarkChainsMatchTheCpuBitForBit) {
   auto chain_reference = [](double in, kf_dtype_t dtype, int n_ops,
                             const std::vector<double>& values) {
     auto f = [](double v) { return static_cast<double>(static_cast<float>(v)); };
-    auto maximum = [](double a, double b) {
-      if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
-      if (a == b) return std::signbit(a) ? b : a;
-      return a > b ? a : b;
-    };
-    auto minimum = [](double a, double b) {
-      if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
-      if (a == b) return std::signbit(a) ? a : b;
-      return a < b ? a : b;
-    };
     double x = in;  // a bf16 or f32 input is exact in float
     size_t next = 0;
     for (int k = 0; k < n_ops; ++k) {
@@ -1115,8 +1118,8 @@ TEST_F(RandomGraphTest, BenchmarkChainsMatchTheCpuBitForBit) {
           case KF_BINARY_ADD: x = f(x + v); break;
           case KF_BINARY_SUB: x = f(x - v); break;
           case KF_BINARY_DIV: x = f(x / v); break;
-          case KF_BINARY_MAX: x = maximum(x, v); break;
-          case KF_BINARY_MIN: x = minimum(x, v); break;
+          case KF_BINARY_MAX: x = ieee_maximum(x, v); break;
+          case KF_BINARY_MIN: x = ieee_minimum(x, v); break;
           default: ADD_FAILURE() << "chain_reference: op " << step.op; return 0.0;
         }
       } else if (step.kind == kUnary) {
@@ -1127,7 +1130,7 @@ TEST_F(RandomGraphTest, BenchmarkChainsMatchTheCpuBitForBit) {
           default: ADD_FAILURE() << "chain_reference: unary op " << step.op; return 0.0;
         }
       } else {
-        x = maximum(x, 0.0);
+        x = ieee_maximum(x, 0.0);
       }
     }
     return fusion_test::round_to(dtype, x);
@@ -1350,25 +1353,14 @@ TEST_F(RandomGraphTest, FloatMinMaxOrderSignedZerosAndPropagateNaN) {
       handles.push_back(outs.back().handle());
     }
     KF_ASSERT_OK(fusion_test::launch(k, 1, {tx.handle(), ty.handle()}, handles));
-    // IEEE 754-2019 minimum / maximum.
-    auto minimum = [](double a, double b) {
-      if (std::isnan(a) || std::isnan(b)) return NAN * 1.0;
-      if (a == b) return std::signbit(a) ? a : b;
-      return a < b ? a : b;
-    };
-    auto maximum = [](double a, double b) {
-      if (std::isnan(a) || std::isnan(b)) return NAN * 1.0;
-      if (a == b) return std::signbit(a) ? b : a;
-      return a < b ? b : a;
-    };
     for (int o = 0; o < 4; ++o) {
       const std::vector<Num> got = fusion_test::download(outs[o], "output " + std::to_string(o));
       for (size_t i = 0; i < got.size(); ++i) {
         const double a = xs[i].f, c = ys[i].f;
-        const double want = o == 0   ? minimum(a, c)
-                            : o == 1 ? maximum(a, c)
-                            : o == 2 ? maximum(a, 0.0)
-                                     : minimum(maximum(a, c), 1.5);
+        const double want = o == 0   ? ieee_minimum(a, c)
+                            : o == 1 ? ieee_maximum(a, c)
+                            : o == 2 ? ieee_maximum(a, 0.0)
+                                     : ieee_minimum(ieee_maximum(a, c), 1.5);
         const double value = got[i].f;
         const bool same = (std::isnan(want) && std::isnan(value)) ||
                           (value == want && std::signbit(value) == std::signbit(want));
