@@ -36,6 +36,17 @@ struct ShapeData {
   Tensor one;          // [1] holding 1: the unfused activation pass multiplies by it
 };
 
+// "" when `got` is within `dtype`'s tolerance of `want` (relative, with a floor of 1), else a
+// description of element `index`'s mismatch. NaN is a mismatch.
+std::string mismatch(kf_dtype_t dtype, size_t index, double got, double want) {
+  const double error = std::fabs(got - want) / std::max(1.0, std::fabs(want));
+  if (error <= tolerance(dtype)) return "";
+  char text[160];
+  std::snprintf(text, sizeof text, "MISMATCH out[%zu] = %.6g, float64 reference %.6g", index, got,
+                want);
+  return text;
+}
+
 // Compares about kSpotCheckSamples elements of the output (the last one included) with the
 // float64 reference. Returns "ok" or a description of the first mismatch.
 std::string spot_check(const CaseResult& r, const ShapeData& data, kf_tensor_t* out,
@@ -46,19 +57,12 @@ std::string spot_check(const CaseResult& r, const ShapeData& data, kf_tensor_t* 
         "kf_tensor_copy_to_host");
   const size_t hidden = static_cast<size_t>(r.shape.back());
   const size_t step = std::max<size_t>(1, count / kSpotCheckSamples);
-  const double tol = tolerance(r.dtype);
-  auto mismatch_at = [&](size_t i) -> std::string {
+  auto mismatch_at = [&](size_t i) {
     const double a = element_at(data.a, r.dtype, i);
     const double b =
         r.is_bias() ? element_at(data.bias, r.dtype, i % hidden) : element_at(data.b, r.dtype, i);
     const double want = reference_activation(r.act, combine(r.op, a, b));
-    const double got = element_at(*scratch, r.dtype, i);
-    const double error = std::fabs(got - want) / std::max(1.0, std::fabs(want));
-    if (error <= tol) return "";  // NaN fails here too
-    char text[160];
-    std::snprintf(text, sizeof text, "MISMATCH out[%zu] = %.6g, float64 reference %.6g", i, got,
-                  want);
-    return text;
+    return mismatch(r.dtype, i, element_at(*scratch, r.dtype, i), want);
   };
   for (size_t i = 0; i < count; i += step) {
     std::string problem = mismatch_at(i);
@@ -197,11 +201,20 @@ void CaseRunner::run_shape(kf_dtype_t dtype, const ShapeSpec& spec,
     // Every set runs at least once before timing: first touches of fresh memory stay out.
     const int warmup = std::max(options_.warmup, sets);
     try {
-      if (options_.check) {  // one run on a poisoned output, before any timing
-        poison(data.sets[0].out.get(), stream_);
+      if (options_.check) {  // one run of each on poisoned outputs, before any timing
+        const BufferSet& set = data.sets[0];
+        poison(set.out.get(), stream_);
         fused(0);
-        r.check = spot_check(r, data, data.sets[0].out.get(), stream_, &scratch);
+        r.check = spot_check(r, data, set.out.get(), stream_, &scratch);
         r.failed = r.check != "ok";
+        poison(set.out.get(), stream_);
+        poison(set.tmp.get(), stream_);
+        unfused(0);
+        const std::string unfused_check = spot_check(r, data, set.out.get(), stream_, &scratch);
+        if (unfused_check != "ok") {
+          r.check = (r.failed ? r.check + "; " : std::string()) + "unfused: " + unfused_check;
+          r.failed = true;
+        }
       }
       r.fused_us = median(timer_.time_runs(warmup, options_.iters, fused));
       r.unfused_us = median(timer_.time_runs(warmup, options_.iters, unfused));
@@ -227,8 +240,13 @@ HostCostResult CaseRunner::run_host_cost() {
     Tensor a = make_tensor(ctx_, KF_DTYPE_FLOAT32, shape);
     Tensor b = make_tensor(ctx_, KF_DTYPE_FLOAT32, shape);
     Tensor out = make_tensor(ctx_, KF_DTYPE_FLOAT32, shape);
-    upload(a.get(), random_elements(KF_DTYPE_FLOAT32, 256, 7), stream_);
-    upload(b.get(), random_elements(KF_DTYPE_FLOAT32, 256, 8), stream_);
+    const size_t count = static_cast<size_t>(result.elements);
+    const std::vector<unsigned char> a_host = random_elements(KF_DTYPE_FLOAT32, count, 7);
+    const std::vector<unsigned char> b_host = random_elements(KF_DTYPE_FLOAT32, count, 8);
+    upload(a.get(), a_host, stream_);
+    upload(b.get(), b_host, stream_);
+    // Poisoned once: after the rounds, every element must have been written by some call.
+    if (options_.check) poison(out.get(), stream_);
     void* native = nullptr;
 #if defined(KF_BENCH_WITH_CUDA)
     if (kf_stream_get_native(stream_, &native) != KF_SUCCESS) native = nullptr;
@@ -279,6 +297,15 @@ HostCostResult CaseRunner::run_host_cost() {
       if (floors_ok && !per_empty.empty()) {
         result.us_empty_launch = median(per_empty);
         result.us_empty_launch_driver = median(per_empty_driver);
+      }
+    }
+    if (options_.check) {
+      const std::vector<unsigned char> got = download(out.get(), count * sizeof(float), stream_);
+      for (size_t i = 0; i < count && result.error.empty(); ++i) {
+        const double sum =
+            element_at(a_host, KF_DTYPE_FLOAT32, i) + element_at(b_host, KF_DTYPE_FLOAT32, i);
+        result.error = mismatch(KF_DTYPE_FLOAT32, i, element_at(got, KF_DTYPE_FLOAT32, i),
+                                reference_activation(KF_ACTIVATION_RELU, sum));
       }
     }
   } catch (const Failure& e) {

@@ -1,5 +1,6 @@
 // What kf-bench times: every op x activation x dtype x shape, fused and unfused, plus the bias
-// (row broadcast) cases and the host cost of one asynchronous call.
+// (row broadcast) cases and the host cost of one asynchronous call. Unless --no-check, every
+// output (fused, unfused, the host cost's) is checked against float64 on poisoned buffers.
 #pragma once
 
 #include <cstdint>
@@ -43,7 +44,7 @@ struct HostCostResult {
   double us_empty_launch = -1;  // CUDA: the same measurement (median) of an empty kernel's launch,
                                 // in batches interleaved with the library's
   double us_empty_launch_driver = -1;  // ... launched with the driver's cuLaunchKernel
-  std::string error;                   // empty on success
+  std::string error;  // empty on success: a failed call, or (checked) an output mismatch
 };
 
 class CaseRunner {
@@ -52,11 +53,15 @@ class CaseRunner {
   CaseRunner(const Options& options, kf_context_t* ctx, kf_stream_t* stream,
              kf_device_type_t device, uint64_t cache_bytes);
 
-  // Runs every configured case; `on_result` sees each result as soon as it is measured.
+  // Runs every configured case; `on_result` sees each result as soon as it is measured. Unless
+  // --no-check, the fused and the unfused form each run once on poisoned outputs and are
+  // spot-checked before any timing (a mismatch of the unfused one reads "unfused: ...").
   std::vector<CaseResult> run_all(const std::function<void(const CaseResult&)>& on_result);
 
   // Times options.host_calls back-to-back add+relu calls on a 256-element f32 tensor with the
-  // host clock, synchronising every 1000 calls (included in the time).
+  // host clock, synchronising every sync_every calls (excluded from the time). Unless
+  // --no-check, `out` is poisoned before the calls and compared with relu(a + b) in float64
+  // after them; a mismatch is the result's error.
   HostCostResult run_host_cost();
 
  private:

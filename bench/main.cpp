@@ -85,6 +85,8 @@ int run(int argc, char** argv) {
   info.warmup = options.warmup;
   info.quick = options.quick;
   info.checked = options.check;
+  info.narrowed_elementwise = options.narrowed_elementwise;
+  info.narrowed_ops = options.narrowed_ops;
   info.device.struct_size = sizeof info.device;
   check(kf_get_device_properties(device_type, 0, &info.device), "kf_get_device_properties");
 

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <iterator>
 #include <sstream>
+#include <utility>
 
 namespace kf_bench {
 namespace {
@@ -32,7 +33,8 @@ in the same run. Uses the first CUDA device when there is one, else the CPU back
   --no-bias         skip the bias cases (b = [hidden] broadcast over the rows, add only)
   --host-calls N    calls timed by the host-cost measurement (default 100000 on CUDA, 20000 on
                     the CPU; 0 skips it)
-  --no-check        skip the float64 spot check of each fused output
+  --no-check        skip the float64 checks of the outputs (fused, unfused, host cost, op and
+                    fusion cases); no target is then evaluated
   --suite NAME      elementwise (default): the cases above; ops: every fused op of issue 3
                     (bias+activation, gelu+dropout, layer/rms norm, softmax, log-softmax,
                     batch norm, reductions), each case sized to move at least --large-mib MiB
@@ -49,6 +51,10 @@ in the same run. Uses the first CUDA device when there is one, else the CPU back
   --json FILE       also write every result as JSON (op cases under "op_rows", fusion rows
                     under "fusion_rows")
   -h, --help        this text
+
+The targets (PERF.md) are over the default rows: where --ops, --acts, --dtypes or --no-bias
+leave a default row of the elementwise suite out (--dtypes: of the ops suite too), or --filter
+or --lengths one of a target's rows, the target line reads "not evaluated" and names them.
 )";
 
 int usage_error(const std::string& message) {
@@ -84,6 +90,27 @@ bool parse_list(const std::string& text, bool (*parse_one)(const std::string&, T
     out->push_back(value);
   }
   return !out->empty();
+}
+
+// Fills an empty (not given) list with `defaults`; returns whether a given list lacks one of them.
+template <typename T>
+bool fill_or_compare(const std::vector<T>& defaults, std::vector<T>* list) {
+  if (list->empty()) {
+    *list = defaults;
+    return false;
+  }
+  return std::any_of(defaults.begin(), defaults.end(), [&](const T& item) {
+    return std::find(list->begin(), list->end(), item) == list->end();
+  });
+}
+
+// "--ops, --no-bias": the names of the options marked true.
+std::string narrowed_names(const std::vector<std::pair<const char*, bool>>& options) {
+  std::string names;
+  for (const auto& option : options) {
+    if (option.second) names += (names.empty() ? "" : ", ") + std::string(option.first);
+  }
+  return names;
 }
 
 }  // namespace
@@ -194,23 +221,26 @@ void resolve_defaults(kf_device_type_t device, Options* options) {
   if (options->large_mib < 0) options->large_mib = options->quick ? 0.25 : (cuda ? 256 : 64);
   if (options->host_calls < 0)
     options->host_calls = options->quick ? 1000 : (cuda ? 100000 : 20000);
-  if (options->ops.empty()) options->ops = {Op::kAdd, Op::kMul};
-  if (options->acts.empty())
-    options->acts = {KF_ACTIVATION_RELU, KF_ACTIVATION_GELU, KF_ACTIVATION_SILU};
-  if (options->dtypes.empty()) {
-    if (cuda || options->quick) {
-      options->dtypes = {KF_DTYPE_FLOAT32, KF_DTYPE_FLOAT16, KF_DTYPE_BFLOAT16};
-    } else {
-      options->dtypes = {KF_DTYPE_FLOAT32};
-    }
-  }
+  const bool cuda_or_quick = cuda || options->quick;
+  const bool ops_narrowed = fill_or_compare({Op::kAdd, Op::kMul}, &options->ops);
+  const bool acts_narrowed =
+      fill_or_compare({KF_ACTIVATION_RELU, KF_ACTIVATION_GELU, KF_ACTIVATION_SILU}, &options->acts);
+  const bool dtypes_narrowed = fill_or_compare(
+      cuda_or_quick ? std::vector<kf_dtype_t>{KF_DTYPE_FLOAT32, KF_DTYPE_FLOAT16, KF_DTYPE_BFLOAT16}
+                    : std::vector<kf_dtype_t>{KF_DTYPE_FLOAT32},
+      &options->dtypes);
   if (options->sizes.empty()) {
-    if (cuda || options->quick) {
+    if (cuda_or_quick) {
       options->sizes = {"large", "seed"};
     } else {
       options->sizes = {"large"};
     }
   }
+  options->narrowed_elementwise = narrowed_names({{"--ops", ops_narrowed},
+                                                  {"--acts", acts_narrowed},
+                                                  {"--dtypes", dtypes_narrowed},
+                                                  {"--no-bias", !options->bias_cases}});
+  options->narrowed_ops = narrowed_names({{"--dtypes", dtypes_narrowed}});
 }
 
 }  // namespace kf_bench

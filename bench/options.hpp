@@ -29,6 +29,11 @@ struct Options {
   std::vector<int64_t> lengths;  // --lengths: the row ops' row lengths (the default set if empty)
   std::string json_path;
   std::string suite = "elementwise";  // --suite: "elementwise", "ops", "fusion" or "all"
+  // Set by resolve_defaults: the options that left some of a suite's default rows out, as
+  // "--ops, --no-bias", empty when none did. The targets are over the default rows, so a
+  // narrowed suite's target lines give no verdict.
+  std::string narrowed_elementwise;  // by --ops, --acts, --dtypes, --no-bias
+  std::string narrowed_ops;          // by --dtypes (--filter and --lengths: OpCaseRunner)
 
   bool elementwise_suite() const { return suite == "elementwise" || suite == "all"; }
   bool ops_suite() const { return suite == "ops" || suite == "all"; }
@@ -42,7 +47,9 @@ constexpr int kGoOn = -1;
 // 2 after a usage error (with a message on stderr).
 int parse_options(int argc, char** argv, Options* options);
 
-// Fills every "default" field for the backend that will run (CUDA or the CPU).
+// Fills every "default" field for the backend that will run (CUDA or the CPU), and names in
+// narrowed_elementwise / narrowed_ops the options whose lists lack an item of the default list
+// (--all-acts narrows nothing) and --no-bias. A list is the user's when it is not empty yet.
 void resolve_defaults(kf_device_type_t device, Options* options);
 
 }  // namespace kf_bench

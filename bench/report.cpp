@@ -60,6 +60,14 @@ namespace {
 
 constexpr const char* kUnchecked = "--no-check: outputs not checked";
 
+// Why a target's rows cannot be judged: --no-check first, then the options (comma-separated
+// names) that left some of its rows out; empty when they can.
+std::string unevaluated_reason(const RunInfo& info, const std::string& narrowing_options) {
+  std::string reason = info.checked ? "" : kUnchecked;
+  if (narrowing_options.empty()) return reason;
+  return reason + (reason.empty() ? "" : "; ") + narrowing_options + " left some of its rows out";
+}
+
 // One target line: `met` of `total` rows, the worst row, and PASS or MISS; "not evaluated" when
 // no row was measured or `unevaluated` says why the rows cannot be judged.
 void print_target_line(const char* what, int met, int total, const std::string& worst,
@@ -171,7 +179,7 @@ void print_targets(const RunInfo& info, const std::vector<CaseResult>& results,
     std::printf("  not evaluated: --quick sizes are too small to mean anything\n");
     return;
   }
-  const std::string unevaluated = info.checked ? "" : kUnchecked;
+  const std::string unevaluated = unevaluated_reason(info, info.narrowed_elementwise);
   if (is_cuda(info)) {
     struct Tally {
       int met = 0, total = 0;
@@ -216,9 +224,12 @@ void print_targets(const RunInfo& info, const std::vector<CaseResult>& results,
     print_target_line("CPU: fused >= 1.5x unfused (large shape)", met, total, worst, unevaluated);
   }
   if (h.calls > 0 && h.error.empty()) {
-    const bool met = h.us_per_call <= 3.0;
+    const std::string verdict = !is_cuda(info)  ? "(CPU: includes the work itself)"
+                                : !info.checked ? std::string("not evaluated (") + kUnchecked + ")"
+                                : h.us_per_call <= 3.0 ? "PASS"
+                                                       : "MISS";
     std::printf("  %-48s %.3f us  %s\n", "host cost of one async call <= 3 us", h.us_per_call,
-                is_cuda(info) ? (met ? "PASS" : "MISS") : "(CPU: includes the work itself)");
+                verdict.c_str());
   }
 }
 
@@ -290,13 +301,10 @@ void print_op_targets(const RunInfo& info, const std::vector<OpResult>& results,
       if (pct >= g.percent) ++met;
       note_worst(r, pct, &lowest, &worst);
     }
-    std::string unevaluated;
-    if (!info.checked) {
-      unevaluated = kUnchecked;
-    } else if (left_out_targets.count(g.target) > 0) {
-      unevaluated = "--filter/--lengths left some of its rows out";
-    }
-    print_target_line(g.what, met, total, worst, unevaluated);
+    std::string narrowing = info.narrowed_ops;
+    if (left_out_targets.count(g.target) > 0)
+      narrowing += (narrowing.empty() ? "" : ", ") + std::string("--filter/--lengths");
+    print_target_line(g.what, met, total, worst, unevaluated_reason(info, narrowing));
   }
   if (info.seed_copies.empty()) return;
   // The seeds' traffic is small (16-96 MiB): a copy of that size does not reach the large

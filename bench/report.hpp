@@ -37,6 +37,9 @@ struct RunInfo {
   int warmup = 0;
   bool quick = false;
   bool checked = true;  // false under --no-check: no output was compared with its reference
+  // Options::narrowed_elementwise and narrowed_ops: the options that left default rows out.
+  std::string narrowed_elementwise;
+  std::string narrowed_ops;
   CopyCeiling ceiling;
   std::vector<SameSizeCopy> seed_copies;  // one per distinct (traffic, sets) of the seed op rows
 };
@@ -48,14 +51,16 @@ void print_header(const RunInfo& info);
 void print_table_header();
 void print_row(const CaseResult& result, double ceiling_gbps);
 void print_host_cost(const HostCostResult& host_cost);
-// Compares the results with the targets (PERF.md) for the backend that ran.
+// Compares the results with the targets (PERF.md) for the backend that ran: PASS or MISS, or
+// "not evaluated" under --no-check or when options left some of the default rows out.
 void print_targets(const RunInfo& info, const std::vector<CaseResult>& results,
                    const HostCostResult& host_cost);
 
 // The ops section (--suite ops): its table and its targets.
 void print_op_table_header();
 void print_op_row(const OpResult& result, double ceiling_gbps);
-// `left_out_targets`: the targets some of whose rows did not run (OpCaseRunner).
+// `left_out_targets`: the targets some of whose rows --filter or --lengths left out
+// (OpCaseRunner); those, and all of them when info.narrowed_ops is set, read "not evaluated".
 void print_op_targets(const RunInfo& info, const std::vector<OpResult>& results,
                       const std::set<std::string>& left_out_targets);
 
