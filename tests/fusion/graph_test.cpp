@@ -3,6 +3,7 @@
 // for value-only differences), and launch validation with value overrides observed in results.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -1227,13 +1228,31 @@ TEST_F(GraphTest, Nv12FramesAreValidated) {
     EXPECT_FAILS(kf_fused_kernel_launch(k, &args, nullptr), KF_ERROR_SHAPE_MISMATCH,
                  "an NV12 frame is [H * 3 / 2, W] with H and W even");
   }
-  Tensor good = make_tensor(ctx, KF_DTYPE_UINT8, {9, 8});  // a 6 x 8 frame
-  upload(good, std::vector<double>(72, 128.0));
+  // A valid 6 x 8 frame of distinct bytes: the output is its top-left 2 x 2 in RGB, BT.601
+  // video range (the read's defaults), worked out here in float64.
+  std::vector<double> frame_bytes(72);
+  for (size_t i = 0; i < frame_bytes.size(); ++i) frame_bytes[i] = 16 + (i * 37) % 220;
+  Tensor good = make_tensor(ctx, KF_DTYPE_UINT8, {9, 8});
+  upload(good, frame_bytes);
+  std::vector<double> want;
+  const double kr = 0.299, kb = 0.114, kg = 1 - kr - kb;
+  for (int y = 0; y < 2; ++y) {
+    for (int x = 0; x < 2; ++x) {
+      const double luma = (frame_bytes[static_cast<size_t>(y * 8 + x)] - 16) * 255 / 219;
+      const size_t uv = static_cast<size_t>(6 + y / 2) * 8 + static_cast<size_t>(x / 2 * 2);
+      const double u = (frame_bytes[uv] - 128) * 255 / 224,
+                   v = (frame_bytes[uv + 1] - 128) * 255 / 224;
+      for (double c :
+           {luma + 2 * (1 - kr) * v, luma - 2 * kb * (1 - kb) / kg * u - 2 * kr * (1 - kr) / kg * v,
+            luma + 2 * (1 - kb) * u})
+        want.push_back(std::clamp(c, 0.0, 255.0));
+    }
+  }
   const kf_tensor_t* inputs[1] = {good};
   args.inputs = inputs;
   kf_test::poison(out);
   KF_ASSERT_OK(kf_fused_kernel_launch(k, &args, nullptr));
-  for (double v : download(out)) EXPECT_FALSE(std::isnan(v));  // every pixel written
+  kf_test::expect_close(download(out), want, 1e-4, "RGB of the valid frame");
 }
 
 TEST_F(GraphTest, ImageOutputsOfAnItemShareASize) {
