@@ -49,7 +49,8 @@ in the same run. Uses the first CUDA device when there is one, else the CPU back
                     fixed-shape row cases (log-softmax, the residual and causal forms, the
                     seeds) are left out
   --json FILE       also write every result as JSON (op cases under "op_rows", fusion rows
-                    under "fusion_rows")
+                    under "fusion_rows"; "rows_left_out_by" names the options that left a
+                    suite's default rows out, null when none did)
   -h, --help        this text
 
 The targets (PERF.md) are over the default rows: where --ops, --acts, --dtypes or --no-bias

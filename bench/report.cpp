@@ -1,5 +1,6 @@
 #include "bench/report.hpp"
 
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
@@ -51,6 +52,7 @@ std::string json_string(const std::string& text) {
 }
 
 std::string json_number(double value) {
+  if (!std::isfinite(value)) return "null";  // JSON has no NaN or infinity
   char text[32];
   std::snprintf(text, sizeof text, "%.6g", value);
   return text;
@@ -59,6 +61,11 @@ std::string json_number(double value) {
 namespace {
 
 constexpr const char* kUnchecked = "--no-check: outputs not checked";
+
+// A JSON string, or null for an empty one.
+std::string json_or_null(const std::string& text) {
+  return text.empty() ? "null" : json_string(text);
+}
 
 // Why a target's rows cannot be judged: --no-check first, then the options (comma-separated
 // names) that left some of its rows out; empty when they can.
@@ -346,6 +353,8 @@ void write_json(const std::string& path, const RunInfo& info,
     << ",\n  \"software\": " << json_string(info.software)
     << ",\n  \"quick\": " << (info.quick ? "true" : "false")
     << ",\n  \"checked\": " << (info.checked ? "true" : "false")
+    << ",\n  \"rows_left_out_by\": {\"elementwise\": " << json_or_null(info.narrowed_elementwise)
+    << ", \"ops\": " << json_or_null(info.narrowed_ops) << "}"
     << ",\n  \"device\": {\"backend\": " << json_string(is_cuda(info) ? "cuda" : "cpu")
     << ", \"name\": " << json_string(d.name) << ", \"id\": " << d.device_id
     << ", \"compute_capability\": \"" << d.compute_capability_major << "."

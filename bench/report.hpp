@@ -71,7 +71,7 @@ void write_json(const std::string& path, const RunInfo& info,
                 const std::vector<OpResult>& op_rows = {},
                 const std::vector<FusionResult>& fusion_rows = {});
 
-// JSON text of a string (quoted, escaped) and of a number.
+// JSON text of a string (quoted, escaped) and of a number (null when not finite).
 std::string json_string(const std::string& text);
 std::string json_number(double value);
 
