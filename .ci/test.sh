@@ -4,7 +4,7 @@
 #   a. the main build in build/ci (CUDA on when nvcc exists: its tests report "skipped" without
 #      a GPU) and the whole CTest suite
 #   b. a CPU-only AddressSanitizer + UndefinedBehaviorSanitizer build in build/asan, running the
-#      tests labelled cpu
+#      tests labelled cpu but not full_size (kf-bench at its CPU target's size: minutes there)
 #   c. a CPU-only ThreadSanitizer build in build/tsan of the library and the tests that use it
 #      from many threads (runtime, fusion graph/cache/concurrent launches), run under TSan
 #   d. clang-format over the project's C/C++/CUDA sources, when .clang-format exists
@@ -95,7 +95,7 @@ asan_ctest() {
   (cd build/asan &&
     ASAN_OPTIONS=detect_leaks=1:check_initialization_order=1:strict_init_order=1 \
       UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-      ctest -L cpu -j "$JOBS" --no-tests=error --output-on-failure --timeout 900) 2>&1 | tee build/asan/ctest.log
+      ctest -L cpu -LE full_size -j "$JOBS" --no-tests=error --output-on-failure --timeout 900) 2>&1 | tee build/asan/ctest.log
 }
 
 # The binaries whose tests share contexts, caches, kernels and thread pools across threads.

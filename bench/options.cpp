@@ -56,6 +56,9 @@ in the same run. Uses the first CUDA device when there is one, else the CPU back
 The targets (PERF.md) are over the default rows: where --ops, --acts, --dtypes or --no-bias
 leave a default row of the elementwise suite out (--dtypes: of the ops suite too), or --filter
 or --lengths one of a target's rows, the target line reads "not evaluated" and names them.
+The elementwise targets judge only rows of their size and dtypes: on CUDA f32, f16 and bf16
+tensors of >= 256 MiB (and the seed shapes), on the CPU f32 tensors of >= 16M elements; rows of
+another size (--large-mib) or dtype (f64) are measured but not judged.
 )";
 
 int usage_error(const std::string& message) {
