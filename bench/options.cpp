@@ -58,7 +58,8 @@ leave a default row of the elementwise suite out (--dtypes: of the ops suite too
 or --lengths one of a target's rows, the target line reads "not evaluated" and names them.
 The elementwise targets judge only rows of their size and dtypes: on CUDA f32, f16 and bf16
 tensors of >= 256 MiB (and the seed shapes), on the CPU f32 tensors of >= 16M elements; rows of
-another size (--large-mib) or dtype (f64) are measured but not judged.
+another size (--large-mib) or dtype (f64) are measured but not judged. So are the ops suite's
+rows under 256 MiB of traffic, and its column reduction at any shape but 8192 x 8192.
 )";
 
 int usage_error(const std::string& message) {
