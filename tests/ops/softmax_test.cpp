@@ -268,7 +268,8 @@ TEST_P(SoftmaxTest, StridedAndInPlace) {
 // transposed the other way, a [5,L] mask with padded rows): the register-cached kernels find
 // each row through the multi-dim row offset (core/ops/rows/rows.hpp), with the causal rule on.
 // Lengths 64 and 1024 take the 16-byte vector path, 33 (rows at an odd offset) the scalar one,
-// 40000 the staged path with a cluster of blocks per row (f32, f16, bf16).
+// 40000 the staged path with a cluster of blocks per row (f32, f16, bf16); each length also
+// without the mask, through those kernels' unmasked forms.
 TEST_P(SoftmaxTest, LeadingDimsThatDoNotMerge) {
   for (const int64_t length : {int64_t{64}, int64_t{1024}, int64_t{33}, int64_t{40000}}) {
     const uint64_t s = seed(450 + static_cast<uint64_t>(length));
@@ -297,6 +298,12 @@ TEST_P(SoftmaxTest, LeadingDimsThatDoNotMerge) {
                            softmax_ref(xv, shape, mv, {5, length}, 0.75, true, log), length,
                            dtype(), log, log ? "log softmax" : "softmax");
     }
+    // Without the mask or the causal rule (on CUDA, the kernels' unmasked instantiations).
+    kf_test::poison(out_base);
+    KF_ASSERT_OK(kf_fused_softmax(ctx(), x, nullptr, out, 0.75, 0, nullptr));
+    expect_softmax_close(gather(kf_test::download(out_base), view_offsets(shape, o_strides, 0)),
+                         softmax_ref(xv, shape, {}, {}, 0.75, false, false), length, dtype(), false,
+                         "softmax without a mask");
   }
 }
 
