@@ -327,12 +327,12 @@ void print_op_targets(const RunInfo& info, const std::vector<OpResult>& results,
     int met = 0, total = 0;
     double lowest = 1e300;
     std::string worst;
+    const std::string target = g.target;
     for (const OpResult& r : results) {
-      if (r.target != g.target) continue;
+      if (r.target != target) continue;
       // Judged at the size the target names: 256 MiB of traffic or more for the large rows and
       // the row lengths (a smaller --large-mib measures them unjudged), the 8192 x 8192
       // for the column reduction (another --large-mib scales that shape).
-      const std::string target = g.target;
       if ((target == "large" || target == "rows") && r.bytes < kOpTargetTrafficBytes) continue;
       if (target == "reduce_dim0" && r.shape != std::vector<int64_t>{8192, 8192}) continue;
       const double pct =
