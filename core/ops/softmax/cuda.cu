@@ -108,8 +108,8 @@ __global__ void __launch_bounds__(Policy::threads)
 // against it lost 8 points on them.
 // kStage = false: the form without the shared-memory staging below, for devices that lose with
 // it (rows::tile_stages_rows).
-template <class P, class S, bool kMask, bool kStage = true>
-__global__ void __launch_bounds__(P::threads, rows::tile_min_blocks<P, S>())
+template <class P, class S, bool kMask, bool kStage = true, int kBlocks = 0>
+__global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile_min_blocks<P, S>())
     cached_kernel(const __grid_constant__ Plan p) {
   using T = math::compute_t<S>;
   using Traits = math::StorageTraits<S>;
@@ -611,11 +611,26 @@ bool launch_staged(const Plan& p, int32_t device, cudaStream_t stream) {
   }
 }
 
-// The common form's kernels, for rows::launch_common_tile_kernel.
+// Whether the common form for policy P and storage S has a build for four resident blocks an SM,
+// which launch_cached takes where the SMs are rows::tile_issue_lean: f32 rows of 16-byte vectors
+// at 16 elements a thread on 256-thread blocks, as the norms' (norm/cuda.cu). The rows of up to
+// 512 took 80 registers (three blocks) and take 64 for four, without spilling (ptxas, sm_90);
+// the block a row of 2049..4096 already took 64. H200 A/B (2026-11-29 09:12Z, kf-bench, one
+// library with both builds, same call, two passes), f32, % of copy, three blocks -> four: rows
+// of 64 92.2 / 92.3 -> 92.9 / 93.1, of 256 92.4 / 92.2 -> 93.8 / 93.8, of 4096 93.2 / 93.2 ->
+// 93.4 / 93.6 (rows of 1024, another policy: 93.7 / 93.6 -> 93.7 / 93.7). Not measured on an
+// H100, which keeps three.
 template <class P, class S>
+constexpr bool common_takes_four_blocks() {
+  return sizeof(S) == 4 && P::vec == 4 && P::threads == 256 && P::items <= 16;
+}
+
+// The common form's kernels, for rows::launch_common_tile_kernel (kBlocks: the resident blocks
+// an SM it is compiled for, 0 for rows::tile_min_blocks).
+template <class P, class S, int kBlocks = 0>
 struct CommonCached {
   template <bool kStage>
-  static constexpr auto kernel = cached_kernel<P, S, false, kStage>;
+  static constexpr auto kernel = cached_kernel<P, S, false, kStage, kBlocks>;
 };
 
 template <class S, int V>
@@ -627,6 +642,13 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
       rows::launch_tile_kernel<P, S, cached_kernel<P, S, true>>(p, p.walk.rows, device, stream,
                                                                 false);
     } else {
+      if constexpr (common_takes_four_blocks<P, S>()) {
+        if (rows::tile_issue_lean(device)) {
+          rows::launch_common_tile_kernel<P, S, CommonCached<P, S, 4>>(p, p.walk.rows, device,
+                                                                       stream);
+          return;
+        }
+      }
       rows::launch_common_tile_kernel<P, S, CommonCached<P, S>>(p, p.walk.rows, device, stream);
     }
   });
