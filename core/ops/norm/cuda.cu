@@ -817,10 +817,11 @@ struct CommonCached {
 // blocks 69.8 and 74.0 %. H200 A/B (09:02Z, kf-bench, one library with both builds, same call,
 // two passes), f32, % of copy, three blocks -> four: layer norm rows of 64 89.1 / 89.1 -> 92.3
 // / 92.4, of 256 89.5 / 89.6 -> 92.2 / 92.5 (08:54Z), of 4096 82.8 / 83.0 -> 90.0 / 90.1; RMS
-// norm rows of 4096 88.4 / 88.6 -> 92.0 / 92.3; the other rows within 0.5 (rows of 1024 and
-// 16384 take other policies). Not measured on an H100, which keeps three. The f32 128-thread
-// policy (rows of 1025..2048) compiled for eight blocks moved nothing (the 2048x2048 seeds:
-// layer norm 53.7 / 54.4 -> 54.3 / 54.4, RMS norm 56.9 / 57.2 -> 57.1 / 56.7), and keeps six.
+// norm rows of 4096 88.4 / 88.6 -> 92.0 / 92.3; rows of 1024 and 16384 (other policies) within
+// 0.5, those of 262144 (the clustered kernel) within their run-to-run spread of 2. Not measured
+// on an H100, which keeps three. The f32 128-thread policy (rows of 1025..2048) compiled for
+// eight blocks moved nothing (the 2048x2048 seeds: layer norm 53.7 / 54.4 -> 54.3 / 54.4, RMS
+// norm 56.9 / 57.2 -> 57.1 / 56.7), and keeps six.
 template <class P, class S>
 constexpr bool common_takes_four_blocks() {
   return sizeof(S) == 4 && P::vec == 4 && P::threads == 256 && P::items <= 16;
