@@ -134,8 +134,10 @@ using rows::Sums;
 // residual_takes_three_blocks).
 // kWordPairs: bf16 row, weight and bias widened a 32-bit word of two elements at a time
 // (rows::widen_bf16_pairs; see LayerPairs).
+// kAffinePairs: only the weight and bias so widened, the row element by element (see
+// layer_takes_affine_pairs).
 template <class P, class S, bool kResidual, bool kStage = true, int kBlocks = 0,
-          bool kWordPairs = false>
+          bool kWordPairs = false, bool kAffinePairs = false>
 __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile_min_blocks<P, S>())
     cached_kernel(const __grid_constant__ Plan p) {
   using T = math::compute_t<S>;
@@ -379,7 +381,7 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
         const int64_t c = rows::tile_load_col<P>(lane, k, n);
         const Vec wk = *reinterpret_cast<const Vec*>(weight + c);
         const Vec bk = *reinterpret_cast<const Vec*>(bias + c);
-        if constexpr (kPairs) {
+        if constexpr (kPairs || (kAffinePairs && rows::pairs_widen<P, S>())) {
           T wf[P::vec], bf[P::vec];
           rows::widen_bf16_pairs(wk, wf);
           rows::widen_bf16_pairs(bk, bf);
@@ -852,6 +854,28 @@ struct LayerPairs {
       cached_kernel<P, S, false, kStage, rows::tile_min_blocks<P, S>() * 3 / 2, true>;
 };
 
+// The layer norm's build for bf16 rows of 32 elements a thread over a block (rows of 2049..4096
+// in the wide form, 8193..16384) that widens the weight and bias in word pairs and the row
+// element by element, which launch_cached takes where the SMs are rows::tile_issue_lean. In
+// pairs half of the widening moves from the ALU pipe to the FMA pipe (rows::widen_bf16_pairs);
+// the ALU pipe is what bounds these kernels there (Nsight Compute, H200, 2026-11-29, rows of
+// 4096: 70 % of its peak, 23.6 instructions a thread an element). The row itself stays element
+// by element: in pairs it lost (see rows::pairs_widen; H200 2026-11-29 09:35Z, rows of 4096
+// 77.8 -> 66.7). Same registers (128), no spills. kf-bench on an H200 (10:02Z, one library
+// with both builds, same call, two passes), layer norm bf16, % of copy, element by element ->
+// this build: rows of 4096 77.7 / 77.9 -> 83.9 / 83.8, of 16384 70.0 / 70.1 -> 77.8 / 77.8.
+// Rows of 4097..8192 (16 elements a thread) were not measured and keep the common form, as do
+// devices that are not issue-lean and the RMS norm (no bias; at 86-87 % there).
+template <class P, class S>
+constexpr bool layer_takes_affine_pairs() {
+  return rows::pairs_widen<P, S>() && P::items == 32 && P::group == P::threads;
+}
+template <class P, class S>
+struct LayerAffinePairs {
+  template <bool kStage>
+  static constexpr auto kernel = cached_kernel<P, S, false, kStage, 0, false, true>;
+};
+
 // The most resident blocks an SM for the cached kernels of policy P and storage S (0: as many as
 // fit): three for the 16-bit prefetching policies of 256 threads at 16 elements a thread. Their
 // registers, and so how many fit, move with every change to the kernel; four blocks an SM lost
@@ -924,6 +948,13 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
         if (p.kind == Kind::layer && rows::tile_issue_lean(device)) {
           rows::launch_common_tile_kernel<P, S, LayerPairs<P, S>>(p, p.walk.rows, device, stream,
                                                                   cached_max_blocks<P, S>());
+          return;
+        }
+      }
+      if constexpr (layer_takes_affine_pairs<P, S>()) {
+        if (p.kind == Kind::layer && rows::tile_issue_lean(device)) {
+          rows::launch_common_tile_kernel<P, S, LayerAffinePairs<P, S>>(
+              p, p.walk.rows, device, stream, cached_max_blocks<P, S>());
           return;
         }
       }
