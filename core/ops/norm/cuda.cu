@@ -801,33 +801,23 @@ constexpr bool residual_takes_three_blocks() {
          P::group == P::threads;
 }
 
+// The four-block build of the common form (rows::tile_lean_blocks: f32 rows of 16 elements a
+// thread on 256-thread blocks, on issue-lean devices). Nsight Compute on an H200 (2026-11-29
+// 08:45Z, 8192 rows of 4096) had the f32 softmax at 64 registers and four blocks reading 78.5 %
+// of DRAM bandwidth, the layer norm and RMS norm at 80 registers and three blocks 69.8 and
+// 74.0 %. H200 A/B (09:02Z, kf-bench, one library with both builds, same call, two passes), f32,
+// % of copy, three blocks -> four: layer norm rows of 64 89.1 / 89.1 -> 92.3 / 92.4, of 256
+// 89.5 / 89.6 -> 92.2 / 92.5 (08:54Z), of 4096 82.8 / 83.0 -> 90.0 / 90.1; RMS norm rows of
+// 4096 88.4 / 88.6 -> 92.0 / 92.3; rows of 1024 and 16384 (other policies) within 0.5, those of
+// 262144 (the clustered kernel) within their run-to-run spread of 2. The f32 128-thread policy
+// (rows of 1025..2048) compiled for eight blocks moved nothing (the 2048x2048 seeds: layer norm
+// 53.7 / 54.4 -> 54.3 / 54.4, RMS norm 56.9 / 57.2 -> 57.1 / 56.7), and keeps six.
 // The common form's kernels, for rows::launch_common_tile_kernel (kBlocks as for cached_kernel).
 template <class P, class S, int kBlocks = 0>
 struct CommonCached {
   template <bool kStage>
   static constexpr auto kernel = cached_kernel<P, S, false, kStage, kBlocks>;
 };
-
-// Whether the common form for policy P and storage S has a build for four resident blocks an SM,
-// which launch_cached takes where the SMs are rows::tile_issue_lean: f32 rows of 16-byte vectors
-// at 16 elements a thread on 256-thread blocks (rows of up to 512, a few lanes or a warp a row,
-// and of 2049..4096, a block a row). rows::tile_min_blocks compiles them for three, where the
-// compiler took 79-80 registers; for four they take 64 without spilling (ptxas, sm_90), and an
-// SM holds 64 KiB of a row's loads in flight instead of 48. Nsight Compute on an H200
-// (2026-11-29 08:45Z, 8192 rows of 4096) had the f32 softmax at 64 registers and four blocks
-// reading 78.5 % of DRAM bandwidth, the layer norm and RMS norm at 80 registers and three
-// blocks 69.8 and 74.0 %. H200 A/B (09:02Z, kf-bench, one library with both builds, same call,
-// two passes), f32, % of copy, three blocks -> four: layer norm rows of 64 89.1 / 89.1 -> 92.3
-// / 92.4, of 256 89.5 / 89.6 -> 92.2 / 92.5 (08:54Z), of 4096 82.8 / 83.0 -> 90.0 / 90.1; RMS
-// norm rows of 4096 88.4 / 88.6 -> 92.0 / 92.3; rows of 1024 and 16384 (other policies) within
-// 0.5, those of 262144 (the clustered kernel) within their run-to-run spread of 2. Not measured
-// on an H100, which keeps three. The f32 128-thread policy (rows of 1025..2048) compiled for
-// eight blocks moved nothing (the 2048x2048 seeds: layer norm 53.7 / 54.4 -> 54.3 / 54.4, RMS
-// norm 56.9 / 57.2 -> 57.1 / 56.7), and keeps six.
-template <class P, class S>
-constexpr bool common_takes_four_blocks() {
-  return sizeof(S) == 4 && P::vec == 4 && P::threads == 256 && P::items <= 16;
-}
 
 // The layer norm's build for bf16 rows that widens row, weight and bias in word pairs
 // (rows::widen_bf16_pairs: an IMAD and a LOP3 a word where element by element takes two ALU-pipe
@@ -958,10 +948,10 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
           return;
         }
       }
-      if constexpr (common_takes_four_blocks<P, S>()) {
+      if constexpr (rows::tile_lean_blocks<P, S>() > 0) {
         if (rows::tile_issue_lean(device)) {
-          rows::launch_common_tile_kernel<P, S, CommonCached<P, S, 4>>(p, p.walk.rows, device,
-                                                                       stream);
+          rows::launch_common_tile_kernel<P, S, CommonCached<P, S, rows::tile_lean_blocks<P, S>()>>(
+              p, p.walk.rows, device, stream);
           return;
         }
       }

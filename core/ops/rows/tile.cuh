@@ -107,6 +107,18 @@ constexpr int tile_min_blocks() {
   return per_256 * 256 / P::threads;
 }
 
+// Resident blocks an SM of the second build that the norms' and the softmax's common forms keep
+// for devices whose SMs are tile_issue_lean (0: no such build): four for f32 rows of 16-byte
+// vectors at 16 elements a thread on 256-thread blocks (rows of up to 512, a few lanes or a warp
+// a row; rows of 2049..4096, a block a row), which tile_min_blocks compiles for three. For four
+// they take 64 registers without spilling (ptxas, sm_90; 79-80 at three), so an SM holds 64 KiB
+// of rows in flight instead of 48. The H200 measurements are beside each family's launch
+// (norm/cuda.cu, softmax/cuda.cu); not measured on an H100, which keeps tile_min_blocks.
+template <class P, class S>
+constexpr int tile_lean_blocks() {
+  return sizeof(S) == 4 && P::vec == 4 && P::threads == 256 && P::items <= 16 ? 4 : 0;
+}
+
 // Whether the register-cached kernels of policy P may widen storage S a word of two elements at a
 // time (widen_bf16_pairs): the softmax's always do, the layer norm's in one build (LayerPairs in
 // norm/cuda.cu). bf16 vectors, but for the warp-a-row policies of three or more vectors a thread

@@ -611,20 +611,12 @@ bool launch_staged(const Plan& p, int32_t device, cudaStream_t stream) {
   }
 }
 
-// Whether the common form for policy P and storage S has a build for four resident blocks an SM,
-// which launch_cached takes where the SMs are rows::tile_issue_lean: f32 rows of 16-byte vectors
-// at 16 elements a thread on 256-thread blocks, as the norms' (norm/cuda.cu). The rows of up to
-// 512 took 80 registers (three blocks) and take 64 for four, without spilling (ptxas, sm_90);
-// the block a row of 2049..4096 already took 64. H200 A/B (2026-11-29 09:12Z, kf-bench, one
-// library with both builds, same call, two passes), f32, % of copy, three blocks -> four: rows
-// of 64 92.2 / 92.3 -> 92.9 / 93.1, of 256 92.4 / 92.2 -> 93.8 / 93.8, of 4096 93.2 / 93.2 ->
-// 93.4 / 93.6 (rows of 1024, another policy: 93.7 / 93.6 -> 93.7 / 93.7). Not measured on an
-// H100, which keeps three.
-template <class P, class S>
-constexpr bool common_takes_four_blocks() {
-  return sizeof(S) == 4 && P::vec == 4 && P::threads == 256 && P::items <= 16;
-}
-
+// The four-block build of the common form (rows::tile_lean_blocks, as the norms'): the rows of
+// up to 512 took 80 registers (three blocks) and take 64 for four; the block a row of 2049..4096
+// already took 64. H200 A/B (2026-11-29 09:12Z, kf-bench, one library with both builds, same
+// call, two passes), f32, % of copy, three blocks -> four: rows of 64 92.2 / 92.3 -> 92.9 / 93.1,
+// of 256 92.4 / 92.2 -> 93.8 / 93.8, of 4096 93.2 / 93.2 -> 93.4 / 93.6 (rows of 1024, another
+// policy: 93.7 / 93.6 -> 93.7 / 93.7).
 // The common form's kernels, for rows::launch_common_tile_kernel (kBlocks: the resident blocks
 // an SM it is compiled for, 0 for rows::tile_min_blocks).
 template <class P, class S, int kBlocks = 0>
@@ -642,10 +634,10 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
       rows::launch_tile_kernel<P, S, cached_kernel<P, S, true>>(p, p.walk.rows, device, stream,
                                                                 false);
     } else {
-      if constexpr (common_takes_four_blocks<P, S>()) {
+      if constexpr (rows::tile_lean_blocks<P, S>() > 0) {
         if (rows::tile_issue_lean(device)) {
-          rows::launch_common_tile_kernel<P, S, CommonCached<P, S, 4>>(p, p.walk.rows, device,
-                                                                       stream);
+          rows::launch_common_tile_kernel<P, S, CommonCached<P, S, rows::tile_lean_blocks<P, S>()>>(
+              p, p.walk.rows, device, stream);
           return;
         }
       }
