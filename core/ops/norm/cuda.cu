@@ -151,7 +151,7 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
   __shared__ Sums<T> pair_scratch[32];
   unsigned parity = 0;
   const rows::Walk& w = p.walk;
-  const int64_t n = w.row_length;
+  const int n = static_cast<int>(w.row_length);  // at most P::capacity (rows::tile_col)
   const T count = static_cast<T>(n), eps = static_cast<T>(p.eps);
   const int lane = threadIdx.x % P::group, slot = threadIdx.x / P::group;
   // With prefetching (rows::tile_prefetches: 16-bit rows) the grid is resident and the next
@@ -199,7 +199,7 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
   // 90.0-90.4; the RMS norm's other rows within noise.
   constexpr bool kPackedSum =
       kResidual && kClamped && sizeof(S) == 2 && rows::packed_sum_available<S>();
-  auto convert = [&](const rows::TileRaw<P, S>& from, int64_t length, T(&to)[P::items]) {
+  auto convert = [&](const rows::TileRaw<P, S>& from, int length, T(&to)[P::items]) {
     if constexpr (kClamped)
       rows::tile_convert<P, S, kPairs>(from, to);
     else
@@ -231,7 +231,7 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
   for (int64_t first = int64_t{blockIdx.x} * P::rows_per_block; first < w.rows;
        first += int64_t{gridDim.x} * P::rows_per_block) {
     const int64_t row = first + slot;
-    const int64_t length = row < w.rows ? n : 0;  // rows past the end store nothing
+    const int length = row < w.rows ? n : 0;  // rows past the end store nothing
     const int64_t r = row < w.rows ? row : 0;
     // Whether chunk k is inside the row.
     const auto inside = [&](int k) { return rows::tile_col<P>(lane, k) < length; };
@@ -378,7 +378,7 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
     if (kClamped && weight && bias) {  // layer norm's usual case: unpredicated loads
 #pragma unroll
       for (int k = 0; k < P::chunks; ++k) {
-        const int64_t c = rows::tile_load_col<P>(lane, k, n);
+        const int c = rows::tile_load_col<P>(lane, k, n);
         const Vec wk = *reinterpret_cast<const Vec*>(weight + c);
         const Vec bk = *reinterpret_cast<const Vec*>(bias + c);
         if constexpr (kPairs || (kAffinePairs && rows::pairs_widen<P, S>())) {
@@ -419,7 +419,7 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
     } else {
 #pragma unroll
       for (int k = 0; k < P::chunks; ++k) {
-        const int64_t c = rows::tile_col<P>(lane, k);
+        const int c = rows::tile_col<P>(lane, k);
         Vec wk, bk;
         if (weight && c < n) wk = *reinterpret_cast<const Vec*>(weight + c);
         if (bias && c < n) bk = *reinterpret_cast<const Vec*>(bias + c);

@@ -121,7 +121,7 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
   // false: one barrier each instead of two).
   __shared__ T scratch[2][32];
   const rows::Walk& w = p.walk;
-  const int64_t n = w.row_length;
+  const int n = static_cast<int>(w.row_length);  // at most P::capacity (rows::tile_col)
   const T scale = static_cast<T>(p.scale), minus_inf = st::negative_infinity<T>();
   const int lane = threadIdx.x % P::group, slot = threadIdx.x / P::group;
   // The grid is resident (rows::resident_grid): each block walks many rows, and a row's loads
@@ -182,7 +182,7 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
   auto fetch = [&](int64_t first, uint32_t q, rows::RowCursor c, Raw& raw) {
     const int64_t row = first + slot;
     if (row >= w.rows) return;
-    const int count = loaded(visible(q, static_cast<int>(n)));
+    const int count = loaded(visible(q, n));
     rows::tile_fetch<P>(static_cast<const S*>(p.x.data) + offset_of(p.x, c, row), count, lane,
                         raw.x);
     if constexpr (kMask)
@@ -198,7 +198,7 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
     const int64_t row = first + slot;
     if constexpr (kShared) {
       if (row >= w.rows) return;
-      const int count = loaded(visible(q, static_cast<int>(n)));
+      const int count = loaded(visible(q, n));
       Slot* const slots = rows::tile_slots<P, S>();
       rows::tile_stage<P, false>(static_cast<const S*>(p.x.data) + offset_of(p.x, c, row), count,
                                  lane, slots);
@@ -227,9 +227,9 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
   for (int64_t first = first_row; first < w.rows;
        first += walk_step, query = next_query(query), cursor = advanced(cursor)) {
     const int64_t row = first + slot;
-    const int64_t length = row < w.rows ? n : 0;  // rows past the end load and store nothing
+    const int length = row < w.rows ? n : 0;  // rows past the end load and store nothing
     const int64_t r = row < w.rows ? row : 0;
-    const int seen = visible(query, static_cast<int>(length));
+    const int seen = visible(query, length);
     const int count = loaded(seen);  // the columns fetched; -inf (x) and 0 (mask) after them
     // Whether chunk k takes part: every chunk, or (kChunked) the fetched ones, whose columns are
     // all below count (a multiple of P::vec).
@@ -369,7 +369,7 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
       using Vec = rows::Pack<S, P::vec>;
 #pragma unroll
       for (int k = 0; k < P::chunks; ++k) {
-        const int64_t c = rows::tile_col<P>(lane, k);
+        const int c = rows::tile_col<P>(lane, k);
         if (c >= length) continue;
         Vec pack;
         if (live(k) && !hidden_row) {
