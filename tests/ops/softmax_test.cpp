@@ -337,6 +337,16 @@ TEST_P(SoftmaxTest, RegimeBoundaries) {
   }
 }
 
+// More rows of a block each (512 threads a row for 4097..8192 elements, two blocks per SM on some
+// devices) than a resident grid holds blocks, so blocks go on to further rows, with and without
+// a mask.
+TEST_P(SoftmaxTest, BlockRowsOverManySteps) {
+  const int64_t rows = kf_test::device_under_test() == KF_DEVICE_CUDA ? 600 : 40;
+  check({rows, 6144}, {}, false, 1.0, false, 1900);
+  check({rows, 8192}, {}, false, 0.5, false, 1902);
+  check({2, rows / 2, 8192}, {rows / 2, 8192}, true, 1.0, false, 1904);
+}
+
 // More rows past 64 KiB than a GPU holds clusters at once (on CUDA, several waves of clusters).
 TEST_P(SoftmaxTest, ManyLongRows) {
   check({40, 65544}, {}, false, 1.0, false, 1950);

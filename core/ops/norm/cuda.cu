@@ -812,6 +812,8 @@ constexpr bool residual_takes_three_blocks() {
 // 262144 (the clustered kernel) within their run-to-run spread of 2. The f32 128-thread policy
 // (rows of 1025..2048) compiled for eight blocks moved nothing (the 2048x2048 seeds: layer norm
 // 53.7 / 54.4 -> 54.3 / 54.4, RMS norm 56.9 / 57.2 -> 57.1 / 56.7), and keeps six.
+// The same switch takes 16-bit rows of 4097..8192 (512 threads at 16 elements each) from one
+// block an SM to two (rows::tile_lean_blocks has the A/B: rows of 8192 +10 to +17 points).
 // The common form's kernels, for rows::launch_common_tile_kernel (kBlocks as for cached_kernel).
 template <class P, class S, int kBlocks = 0>
 struct CommonCached {

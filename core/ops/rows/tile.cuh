@@ -108,14 +108,24 @@ constexpr int tile_min_blocks() {
 }
 
 // Resident blocks an SM of the second build that the norms' and the softmax's common forms keep
-// for devices whose SMs are tile_issue_lean (0: no such build): four for f32 rows of 16-byte
-// vectors at 16 elements a thread on 256-thread blocks (rows of up to 512, a few lanes or a warp
-// a row; rows of 2049..4096, a block a row), which tile_min_blocks compiles for three. For four
-// they take 64 registers without spilling (ptxas, sm_90; 79-80 at three), so an SM holds 64 KiB
-// of rows in flight instead of 48. The H200 measurements are beside each family's launch
-// (norm/cuda.cu, softmax/cuda.cu); not measured on an H100, which keeps tile_min_blocks.
+// for devices whose SMs are tile_issue_lean (0: no such build):
+//  - four for f32 rows of 16-byte vectors at 16 elements a thread on 256-thread blocks (rows of
+//    up to 512, a few lanes or a warp a row; rows of 2049..4096, a block a row), which
+//    tile_min_blocks compiles for three. For four they take 64 registers without spilling
+//    (ptxas, sm_90; 79-80 at three), so an SM holds 64 KiB of rows in flight instead of 48.
+//  - two for 16-bit rows of 16-byte vectors at 16 elements a thread on 512-thread blocks (rows
+//    of 4097..8192), which tile_min_blocks compiles for one: the norms' kernels took 70-71
+//    registers, one block an SM, and take 62-63 without spilling (the softmax's already fit in
+//    64). H200 A/B (2026-11-29 11:24Z, kf-bench, one library with both builds, same call, three
+//    passes), % of copy, one block -> two: layer norm f16 / bf16 rows of 8192 68.4 / 62.8 ->
+//    85.0 / 72.9, of 6144 53.9 / 48.9 -> 67.0 / 56.7; RMS norm rows of 8192 77.6 / 76.6 ->
+//    90.5 / 89.4, of 6144 70.0 / 67.3 -> 85.9 / 80.5; softmax within 0.3. f32 rows of 4097..8192
+//    (the same rule then) moved within 0.6 (the softmax lost 0.6) and keep one build.
+// The H200 measurements of the first rule are beside each family's launch (norm/cuda.cu,
+// softmax/cuda.cu); neither rule was measured on an H100, which keeps tile_min_blocks.
 template <class P, class S>
 constexpr int tile_lean_blocks() {
+  if (sizeof(S) == 2 && P::vec * sizeof(S) == 16 && P::threads == 512 && P::items <= 16) return 2;
   return sizeof(S) == 4 && P::vec == 4 && P::threads == 256 && P::items <= 16 ? 4 : 0;
 }
 
