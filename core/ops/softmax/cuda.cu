@@ -617,9 +617,10 @@ bool launch_staged(const Plan& p, int32_t device, cudaStream_t stream) {
 // four; the block a row of 2049..4096 already took 64. H200 A/B (2026-11-29 09:12Z, kf-bench, one
 // library with both builds, same call, two passes), f32, % of copy, three blocks -> four: rows of
 // 64 92.2 / 92.3 -> 92.9 / 93.1, of 256 92.4 / 92.2 -> 93.8 / 93.8, of 4096 93.2 / 93.2 -> 93.4
-// / 93.6 (rows of 1024, another policy: 93.7 / 93.6 -> 93.7 / 93.7). The common form's kernels, for
-// rows::launch_common_tile_kernel (kBlocks: the resident blocks an SM it is compiled for, 0 for
-// rows::tile_min_blocks).
+// / 93.6 (rows of 1024, another policy: 93.7 / 93.6 -> 93.7 / 93.7).
+//
+// The common form's kernels, for rows::launch_common_tile_kernel (kBlocks: the resident blocks
+// an SM it is compiled for, 0 for rows::tile_min_blocks).
 template <class P, class S, int kBlocks = 0>
 struct CommonCached {
   template <bool kStage>
