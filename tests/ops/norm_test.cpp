@@ -463,7 +463,7 @@ TEST_P(NormTest, BlockRowsOverManySteps) {
   uint64_t salt = 1700;
   const bool cuda = kf_test::device_under_test() == KF_DEVICE_CUDA;
   for (int64_t length :
-       {int64_t{3000}, int64_t{4096}, int64_t{1000}, int64_t{1024}, int64_t{6144}}) {
+       {int64_t{3000}, int64_t{4096}, int64_t{1000}, int64_t{1024}, int64_t{5120}, int64_t{6144}}) {
     const int64_t rows = !cuda ? 60 : length <= 1024 ? 2200 : 700;
     check_rms_norm(rows, length, true, true, KF_ACTIVATION_NONE, salt += 3);
     check_rms_norm(rows, length, true, false, KF_ACTIVATION_GELU, salt += 3);

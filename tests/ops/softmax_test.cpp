@@ -342,6 +342,7 @@ TEST_P(SoftmaxTest, RegimeBoundaries) {
 // a mask.
 TEST_P(SoftmaxTest, BlockRowsOverManySteps) {
   const int64_t rows = kf_test::device_under_test() == KF_DEVICE_CUDA ? 600 : 40;
+  check({rows, 5120}, {}, false, 1.0, false, 1898);
   check({rows, 6144}, {}, false, 1.0, false, 1900);
   check({rows, 8192}, {}, false, 0.5, false, 1902);
   check({2, rows / 2, 8192}, {rows / 2, 8192}, true, 1.0, false, 1904);

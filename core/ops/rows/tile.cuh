@@ -554,6 +554,15 @@ bool with_tile_policy(int64_t n, bool wide, Fn&& fn) {
   if constexpr (sizeof(S) == 2 && V > 1)
     if (n <= 128 * 32 && wide) return fn(TilePolicy<128, 32 / V, V, 128>{}), true;
   if (n <= 256 * 16) return fn(TilePolicy<256, 16 / V, V, 256>{}), true;
+  // 16-bit rows of 4097..6144 of 16-byte vectors where the caller allows the wide forms: a block
+  // of 256 at 24 elements a thread, where the 512-thread policy below leaves a quarter or more of
+  // its slots past the row's end (rows of 5120: 37.5 %). H200 A/B (2026-11-29 11:49Z, kf-bench,
+  // one library with both policies, same call, two passes), % of copy, f16 / bf16, rows of 5120:
+  // softmax 63.6 / 61.4 -> 88.0 / 86.7, layer norm 57.6 / 48.5 -> 77.1 / 66.4, RMS norm 80.1 /
+  // 70.6 -> 81.4 / 80.2; rows of 6144: softmax 74.5 / 71.6 -> 84.8 / 85.7, layer norm 67.6 /
+  // 57.2 -> 81.8 / 76.9, RMS norm 85.6 / 80.6 -> 86.1 / 84.6.
+  if constexpr (sizeof(S) == 2 && V == 8)
+    if (n <= 256 * 24 && wide) return fn(TilePolicy<256, 3, V, 256>{}), true;
   if (n <= 512 * 16) return fn(TilePolicy<512, 16 / V, V, 512>{}), true;
   if constexpr (sizeof(math::compute_t<S>) == 4)
     if (n <= 512 * 32) return fn(TilePolicy<512, 32 / V, V, 512>{}), true;
