@@ -58,7 +58,10 @@ struct ColumnsPolicy {
   // each ended in a serial cluster combine, 53 % of copy bandwidth; one wave (2 blocks per tile,
   // 256 blocks where 396 fit), 8 rows in flight and the parallel combine of cluster_finish,
   // 84 %. Filling the wave instead (3 blocks per tile, 384 blocks) measured 63 % (not
-  // profiled; probably not every cluster could be placed at once).
+  // profiled; probably not every cluster could be placed at once). The 16-bit kernels lost the
+  // same way compiled for four blocks an SM (2026-11-29 12:36Z: four blocks a tile, 512 blocks,
+  // 59-64 %), and more rows in flight at two blocks an SM moved them within a point (12 or 16
+  // rows a thread, 12:42Z; docs/performance.md).
   static constexpr int max_split = 8;
   static constexpr int min_split_steps = 4;
 };
