@@ -456,11 +456,11 @@ TEST_P(NormTest, UnalignedRowStarts) {
 // Rows that CUDA spreads over a block (16-bit rows of 769..1024 on some devices, 128 threads a
 // row; rows of 2049..4096, 256 threads a row, the f16 form with a residual at three blocks per SM
 // on some devices; rows of 4097..8192, 512 threads a row, two blocks per SM on some devices, or
-// 256 threads a row at 24 elements a thread up to 6144 and, for the bf16 layer norm, at 32
-// from 6145: 6200 fills three quarters of that policy's slots), on a resident grid
-// that fetches the next row while it works on the current one, with more rows than such a grid
-// holds blocks (264 to 1056 on 132 SMs), so blocks go on to further rows; with and without a
-// residual. (The CPU backend, which has no such grid, checks fewer rows.)
+// 256 threads a row at 24 elements a thread up to 6144 and, for the bf16 layer norm, at 32 from
+// 6145: 6200 fills three quarters of that policy's slots), on a resident grid that fetches the
+// next row while it works on the current one, with more rows than such a grid holds blocks (264
+// to 1056 on 132 SMs), so blocks go on to further rows; with and without a residual. (The CPU
+// backend, which has no such grid, checks fewer rows.)
 TEST_P(NormTest, BlockRowsOverManySteps) {
   uint64_t salt = 1700;
   const bool cuda = kf_test::device_under_test() == KF_DEVICE_CUDA;

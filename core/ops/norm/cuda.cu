@@ -924,11 +924,12 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
   // The layer norm's bf16 rows of 6145..8192 without a residual, where the SMs are
   // rows::tile_issue_lean: a 256-thread block a row at 32 elements a thread with the affine in
   // word pairs (LayerAffinePairs, as for the rows of 2049..4096 in the wide form) instead of
-  // with_tile_policy's 512 threads at 16. H200 A/B (2026-11-29 11:49Z, kf-bench, one library
-  // with both policies, same call, two passes), layer norm bf16 rows of 8192, % of copy: 73.2 ->
-  // 85.4. Only here: the same policy cost the softmax, the RMS norm and the f16 layer norm
-  // 0.5-2.2 points at 8192 (RMS norm f16 90.4 -> 88.2), and lost to the 24-element policy at
-  // 6144 (layer norm bf16 76.9 there against 73.2).
+  // with_tile_policy's 512 threads at 16. H200 A/B (2026-11-29 12:52Z, kf-bench, the library
+  // before this launch against the one with it, same call, two passes), layer norm bf16, % of
+  // copy: rows of 8192 72.9 / 72.9 -> 85.7 / 85.6, of 6200 57.6 / 57.6 -> 73.8 / 73.6. Only
+  // here: taken by every family (11:49Z), the same policy cost the softmax, the RMS norm and the
+  // f16 layer norm 0.5-2.2 points at 8192 (RMS norm f16 90.4 -> 88.2), and at 6144 it lost to
+  // the 24-element policy (layer norm bf16 73.2 against 76.9).
   if constexpr (std::is_same_v<S, math::bfloat16_t> && V == 8) {
     const int64_t n = p.walk.row_length;
     if (wide_form && p.kind == Kind::layer && n > 256 * 24 && n <= 256 * 32) {
