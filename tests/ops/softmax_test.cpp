@@ -337,9 +337,10 @@ TEST_P(SoftmaxTest, RegimeBoundaries) {
   }
 }
 
-// More rows of a block each (512 threads a row for 4097..8192 elements, two blocks per SM on some
-// devices) than a resident grid holds blocks, so blocks go on to further rows, with and without
-// a mask.
+// More rows of a block each than a resident grid holds blocks, so blocks go on to further rows,
+// with and without a mask: rows of 5120 and 6144 (f32, f16, bf16 without a mask: 256 threads a
+// row at 24 elements a thread, of which 5120 fills five sixths) and of 8192 (512 threads a row,
+// two blocks per SM on some devices).
 TEST_P(SoftmaxTest, BlockRowsOverManySteps) {
   const int64_t rows = kf_test::device_under_test() == KF_DEVICE_CUDA ? 600 : 40;
   check({rows, 5120}, {}, false, 1.0, false, 1898);
