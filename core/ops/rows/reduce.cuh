@@ -70,7 +70,7 @@ __device__ __forceinline__ T lanes_reduce(T v, Op op, int lanes) {
 // reduction a loop and the untaken folding path, and registers): for the register-cached kernels
 // that take a block a row, H200 A/B (2026-11-27 05:53Z, kf-bench, same call, two passes), % of
 // copy, softmax f32 rows of 4096 84.0 -> 86.9, f16 / bf16 rows of 16384 79.7 / 78.3 -> 83.9 /
-// 81.2, causal [16, 2048, 2048] f16 / bf16 59.4 / 55.3 -> 63.6 / 59.8 (the norms: norm/cuda.cu).
+// 81.2, causal [16, 2048, 2048] f16 / bf16 59.4 / 55.3 -> 63.6 / 59.8 (the norms: norm/cuda.cuh).
 // kReuse = false leaves the trailing barrier out, for callers that alternate between two scratch
 // arrays, one reduction to the next: a warp writes the array of reduction k + 2 only after the
 // barrier of reduction k + 1, which no warp passes before it has read reduction k's values.

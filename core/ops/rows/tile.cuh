@@ -121,8 +121,8 @@ constexpr int tile_min_blocks() {
 //    85.0 / 72.9, of 6144 53.9 / 48.9 -> 67.0 / 56.7; RMS norm rows of 8192 77.6 / 76.6 ->
 //    90.5 / 89.4, of 6144 70.0 / 67.3 -> 85.9 / 80.5; softmax within 0.3. f32 rows of 4097..8192
 //    (the same rule then) moved within 0.6 (the softmax lost 0.6) and keep one build.
-// The H200 measurements of the first rule are beside each family's launch (norm/cuda.cu,
-// softmax/cuda.cu); neither rule was measured on an H100, which keeps tile_min_blocks.
+// The H200 measurements of the first rule are beside each family's launch (norm/cuda.cuh,
+// softmax/cuda.cuh); neither rule was measured on an H100, which keeps tile_min_blocks.
 template <class P, class S>
 constexpr int tile_lean_blocks() {
   if (sizeof(S) == 2 && P::vec * sizeof(S) == 16 && P::threads == 512 && P::items <= 16) return 2;
@@ -131,7 +131,7 @@ constexpr int tile_lean_blocks() {
 
 // Whether the register-cached kernels of policy P may widen storage S a word of two elements at a
 // time (widen_bf16_pairs): the softmax's always do, the layer norm's in one build (LayerPairs in
-// norm/cuda.cu). bf16 vectors, but for the warp-a-row policies of three or more vectors a thread
+// norm/cuda.cuh). bf16 vectors, but for the warp-a-row policies of three or more vectors a thread
 // (rows of 513..1024, where the softmax's kernels gained nothing).
 // kf-bench, % of copy, element by element -> in pairs: H200 (2026-11-27 21:38Z, same call, three
 // passes) masked causal softmax bf16 70.3 -> 72.6, rows of 64 88.2 -> 89.7, the other rows within

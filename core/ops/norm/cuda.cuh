@@ -1,0 +1,1009 @@
+// CUDA backend of the norm family, four regimes chosen per call:
+//  - staged rows (core/ops/rows/staged.cuh) for f32/f16/bf16 rows that are dense, 16-byte
+//    aligned and fill whole 16-byte vectors, where they measured faster (see launch_staged):
+//    f32 rows of more than 16 KiB up to 32 KiB (up to 64 KiB with a residual) and 16-bit rows
+//    past 16 KiB with a residual, up to 64 KiB; rows past 64 KiB, which take a thread-block
+//    cluster per row (sm_90) with the statistics combined through distributed shared memory;
+//    x (and the residual) are read from DRAM once;
+//  - other rows of up to 1024 elements: a few lanes or a warp per row, several rows per block;
+//  - other rows of up to 16K elements (8K for f64): a block per row;
+//    both hold the row in registers (core/ops/rows/tile.cuh), so h = x + residual is read from
+//    DRAM once, with 16-byte loads when every row start is aligned and the length divides;
+//    16-bit rows run on a resident grid that issues the next row's loads before working on the
+//    current row (rows::tile_prefetches);
+//  - everything else (strided rows, longer rows): the streaming path, one block per row over
+//    global memory (pass 1: h, residual_out, shifted sums; pass 2: normalize, affine,
+//    activation), which reads x twice. Each thread touches the same columns in both passes,
+//    which keeps the exact in-place forms safe.
+// In the staged and cached paths each element is loaded, and later stored, by one thread (staged:
+// each row is in shared memory before any of its stores), and every load comes before any store, so
+// out and residual_out may be x or residual exactly.
+// The kernels and launches live in this header, which only the family's per-storage-type
+// translation units include (cuda_f32.cu, cuda_f16.cu, cuda_bf16.cu, cuda_f64.cu): each
+// instantiates them for one type, so the four compile in parallel; cuda.cu dispatches.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <type_traits>
+
+#include "core/math/activation.hpp"
+#include "core/math/numeric.hpp"
+#include "core/math/row_stats.hpp"
+#include "core/ops/async_copy.cuh"
+#include "core/ops/norm/norm.hpp"
+#include "core/ops/rows/dispatch.cuh"
+#include "core/ops/rows/reduce.cuh"
+#include "core/ops/rows/staged.cuh"
+#include "core/ops/rows/tile.cuh"
+#include "core/runtime/error.hpp"
+
+namespace kf::norm {
+namespace {
+
+struct StreamPolicy {
+  static constexpr int threads = 256;
+};
+
+template <class S>
+__device__ __forceinline__ math::compute_t<S> load(const rows::Walk& w, const rows::Operand& o,
+                                                   int64_t base, int64_t col) {
+  return math::StorageTraits<S>::to_compute(
+      static_cast<const S*>(o.data)[base + rows::col_offset(w, o, col)]);
+}
+
+template <class S>
+__device__ __forceinline__ math::compute_t<S> input(const Plan& p, int64_t xb, int64_t rb,
+                                                    int64_t col) {
+  using Traits = math::StorageTraits<S>;
+  math::compute_t<S> h = load<S>(p.walk, p.x, xb, col);
+  // h = x + residual is rounded to the storage type, exactly as residual_out holds it, so the
+  // norm never depends on whether residual_out was asked for.
+  if (p.residual.data)
+    h = Traits::to_compute(Traits::from_compute(h + load<S>(p.walk, p.residual, rb, col)));
+  return h;
+}
+
+template <class Policy, class S>
+__global__ void __launch_bounds__(Policy::threads)
+    streaming_kernel(const __grid_constant__ Plan p) {
+  using T = math::compute_t<S>;
+  using Traits = math::StorageTraits<S>;
+  __shared__ T scratch[32];
+  const rows::Walk& w = p.walk;
+  const int64_t n = w.row_length;
+  const T eps = static_cast<T>(p.eps);
+  for (int64_t row = blockIdx.x; row < w.rows; row += gridDim.x) {
+    const int64_t xb = rows::row_offset(w, p.x, row);
+    const int64_t rb = p.residual.data ? rows::row_offset(w, p.residual, row) : 0;
+    const int64_t hb = p.residual_out.data ? rows::row_offset(w, p.residual_out, row) : 0;
+    // The shift: the row's first element (differences from it stay small for sane data).
+    const T shift = p.kind == Kind::layer ? input<S>(p, xb, rb, 0) : T(0);
+    T sum_d = 0, sum_d2 = 0;
+    for (int64_t c = threadIdx.x; c < n; c += Policy::threads) {
+      const T h = input<S>(p, xb, rb, c);
+      if (p.residual_out.data)
+        static_cast<S*>(p.residual_out.data)[hb + rows::col_offset(w, p.residual_out, c)] =
+            Traits::from_compute(h);
+      const T d = h - shift;
+      sum_d += d;
+      sum_d2 += d * d;
+    }
+    sum_d = rows::block_sum(sum_d, scratch);
+    sum_d2 = rows::block_sum(sum_d2, scratch);
+    T center = 0, rstd;
+    if (p.kind == Kind::layer) {
+      const auto s = math::stats::layer_norm_stats<T>(sum_d, sum_d2, static_cast<T>(n), eps);
+      center = s.center;
+      rstd = s.rstd;
+      if (threadIdx.x == 0 && p.mean.data)
+        static_cast<T*>(p.mean.data)[rows::row_offset(w, p.mean, row)] = shift + center;
+      if (threadIdx.x == 0 && p.rstd.data)
+        static_cast<T*>(p.rstd.data)[rows::row_offset(w, p.rstd, row)] = rstd;
+    } else {
+      rstd = math::stats::rms_rstd<T>(sum_d2, static_cast<T>(n), eps);
+    }
+    const int64_t ob = rows::row_offset(w, p.out, row);
+    for (int64_t c = threadIdx.x; c < n; c += Policy::threads) {
+      // h is re-read from residual_out when it was written (x or residual may be out by now).
+      const T h = p.residual_out.data ? load<S>(w, p.residual_out, hb, c) : input<S>(p, xb, rb, c);
+      T y = (h - shift - center) * rstd;
+      if (p.weight.data) y *= load<S>(w, p.weight, 0, c);
+      if (p.bias.data) y += load<S>(w, p.bias, 0, c);
+      static_cast<S*>(p.out.data)[ob + rows::col_offset(w, p.out, c)] =
+          Traits::from_compute(math::apply_activation(p.act, y));
+    }
+  }
+}
+
+// The output loops take their activation from math::with_activation: none and ReLU get their
+// own copy of the loop, the transcendental ones share one. 16-bit outputs use math::HalfStorage's
+// fast primitives, as the elementwise kernels do.
+using math::with_activation;
+
+using rows::AddSums;
+using rows::Sums;
+
+// Register-cached rows (see the top of the file). The layer norm shift is the row mean, taken
+// from the cached row first, so sum_d and sum_d2 are of exact small differences, as on the CPU.
+// Written for few instructions per element (a 16-bit row has about 25 issue slots per element at
+// H200 bandwidth, and the layer norm took 32 before kClamped below: Nsight Compute, bf16 rows of
+// 16384, 2026-11-26): unpredicated loads, sums masked a chunk at a time, both sums of differences
+// in one reduction, the statistics without divisions, one multiply-add for weight and bias, the
+// activation chosen outside the output loop.
+// kResidual: the form with a residual has its own instantiation, so the common form does not
+// pay for the second row's registers.
+// kStage = false: the form without the shared-memory staging below, for devices that lose with
+// it (rows::tile_stages_rows).
+// kBlocks: the resident blocks per SM it is compiled for (0: rows::tile_min_blocks; see
+// residual_takes_three_blocks).
+// kWordPairs: bf16 row, weight and bias widened a 32-bit word of two elements at a time
+// (rows::widen_bf16_pairs; see LayerPairs).
+// kAffinePairs: only the weight and bias so widened, the row element by element (see
+// layer_takes_affine_pairs).
+template <class P, class S, bool kResidual, bool kStage = true, int kBlocks = 0,
+          bool kWordPairs = false, bool kAffinePairs = false>
+__global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile_min_blocks<P, S>())
+    cached_kernel(const __grid_constant__ Plan p) {
+  using T = math::compute_t<S>;
+  using Traits = math::StorageTraits<S>;
+  using Prim = typename math::PrimitivesFor<S>::type;
+  using Vec = rows::Pack<S, P::vec>;
+  // The block reductions alternate between scratch arrays (rows::block_reduce's kReuse = false:
+  // one barrier each instead of two): the layer norm's two a row take scratch[0] and
+  // pair_scratch, the RMS norm's one takes scratch[0] and scratch[1] on alternate rows.
+  __shared__ T scratch[2][32];
+  __shared__ Sums<T> pair_scratch[32];
+  unsigned parity = 0;
+  const rows::Walk& w = p.walk;
+  const int n = static_cast<int>(w.row_length);  // at most P::capacity (rows::tile_col)
+  const T count = static_cast<T>(n), eps = static_cast<T>(p.eps);
+  const int lane = threadIdx.x % P::group, slot = threadIdx.x / P::group;
+  // With prefetching (rows::tile_prefetches: 16-bit rows) the grid is resident and the next
+  // row's loads are issued before the current row is worked on.
+  constexpr bool kPrefetch = rows::tile_prefetches<P, S>();
+  struct Raw {
+    rows::TileRaw<P, S> x, residual;
+  };
+  // Rows of 16-byte vectors in f32/f16/bf16 (kClamped) load every chunk (rows::tile_load_col:
+  // past the row's end, its last vector again), so no load is predicated and no value is
+  // padded, and take the per-row forms with fewer instructions below; the sums leave the chunks
+  // past the end out. Scalar rows and f64, whose kernels sit at their register limit (that form
+  // spilled there), load only their columns, pad with 0 and keep the element-wise forms.
+  // H200, same call (2026-11-27 00:11Z, a row-op timer, two passes), GB/s change: layer norm
+  // f16 / bf16 rows of 64, 1024, 4096, 16384 +15 .. +29 %, f32 -2 .. +5 %; RMS norm -3 .. +7 %.
+  constexpr bool kClamped = P::vec > 1 && sizeof(T) == 4;
+  // The block reductions see the block size fixed (rows::block_reduce), but for the form with a
+  // residual: H200 A/B (2026-11-27 05:44Z, kf-bench, same call, two passes), % of copy, the f16
+  // RMS norm with a residual over rows of 4096 went from 86.5 to 82.0 with it (bf16 86.3 / 86.1,
+  // f32 89.4 / 89.6), while the common form gained: layer norm f16 / bf16 rows of 4096 75.1 /
+  // 72.8 -> 79.2 / 77.5 and of 16384 75.0 / 67.7 -> 78.7 / 72.0, f32 rows of 4096 80.8 -> 82.3;
+  // RMS norm f16 rows of 4096 84.3 -> 84.9, bf16 82.6 -> 83.8.
+  constexpr int kReduceThreads = kResidual ? 0 : P::threads;
+  // A row past the last loads nothing: its values feed only results that are dropped (its
+  // group's sums, stores of length 0).
+  auto fetch = [&](int64_t first, Raw& raw) {
+    const int64_t row = first + slot;
+    if (row >= w.rows) return;
+    const auto fetch_row = [&](const rows::Operand& o, rows::TileRaw<P, S>& to) {
+      const S* from = static_cast<const S*>(o.data) + rows::row_offset_cold(w, o, row);
+      if constexpr (kClamped)
+        rows::tile_fetch_clamped<P>(from, n, lane, to);
+      else
+        rows::tile_fetch<P>(from, n, lane, to);
+    };
+    fetch_row(p.x, raw.x);
+    if constexpr (kResidual) fetch_row(p.residual, raw.residual);
+  };
+  constexpr bool kPairs = kWordPairs && !kResidual && rows::pairs_widen<P, S>();
+  // kPackedSum: 16-bit rows of 16-byte vectors add the residual two elements an instruction and
+  // store residual_out as summed (rows::packed_sum: the same bits as the element-wise sum
+  // rounded to S, which input() and the staged kernel take). H100 A/B (2026-11-27 23:31Z,
+  // kf-bench, same call, four passes), RMS norm with a residual over 8192 rows of 4096, % of
+  // copy: bf16 86.9 / 87.1 / 86.9 / 86.9 -> 87.9 / 88.5 / 88.4 / 88.2, f16 90.2-90.5 ->
+  // 90.0-90.4; the RMS norm's other rows within noise.
+  constexpr bool kPackedSum =
+      kResidual && kClamped && sizeof(S) == 2 && rows::packed_sum_available<S>();
+  auto convert = [&](const rows::TileRaw<P, S>& from, int length, T(&to)[P::items]) {
+    if constexpr (kClamped)
+      rows::tile_convert<P, S, kPairs>(from, to);
+    else
+      rows::tile_unpack<P, S, kPairs>(from, length, lane, to, T(0));
+  };
+  // kClamped rows scale by 1 / n and take rsqrt (math::stats::*_scaled: no range checks or slow
+  // paths in the per-row work); the others keep the divisions.
+  const T inv_count = T(1) / count;
+  const auto mean_of = [&](T total) { return kClamped ? total * inv_count : total / count; };
+  // kShared (rows::tile_prefetches_shared: f32 rows of 32 elements a thread, without a
+  // residual): the next row is staged in shared memory while this one is worked on.
+  constexpr bool kShared = rows::tile_prefetches_shared<P, S>() && !kResidual && kStage;
+  using Slot = rows::Pack<S, P::vec>;
+  const auto stage = [&](int64_t first) {
+    const int64_t row = first + slot;
+    if constexpr (kShared) {
+      if (row >= w.rows) return;
+      Slot* const slots = rows::tile_slots<P, S>();
+      rows::tile_stage<P, kClamped>(
+          static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, row), n, lane, slots);
+    }
+  };
+  Raw raw;
+  if constexpr (kPrefetch) fetch(int64_t{blockIdx.x} * P::rows_per_block, raw);
+  if constexpr (kShared) {
+    stage(int64_t{blockIdx.x} * P::rows_per_block);
+    async_copy::commit();
+  }
+  for (int64_t first = int64_t{blockIdx.x} * P::rows_per_block; first < w.rows;
+       first += int64_t{gridDim.x} * P::rows_per_block) {
+    const int64_t row = first + slot;
+    const int length = row < w.rows ? n : 0;  // rows past the end store nothing
+    const int64_t r = row < w.rows ? row : 0;
+    // Whether chunk k is inside the row.
+    const auto inside = [&](int k) { return rows::tile_col<P>(lane, k) < length; };
+    T h[P::items];
+    T add[kResidual && !kPackedSum ? P::items : 1];
+    // kPackedSum: h = x + residual, in S.
+    std::conditional_t<kPackedSum, rows::TileWords<P, S>, char> summed;
+    // h (and add) from a fetched row: x and the residual widened, or their packed sum.
+    const auto take = [&](const Raw& from) {
+      if constexpr (kPackedSum) {
+        rows::tile_sum_words(from.x, from.residual, summed);
+        rows::tile_widen_words(summed, h);
+      } else {
+        convert(from.x, length, h);
+        if constexpr (kResidual) convert(from.residual, length, add);
+      }
+    };
+    if constexpr (kPrefetch) {
+      Raw next;
+      fetch(first + int64_t{gridDim.x} * P::rows_per_block, next);
+      take(raw);
+      raw = next;
+    } else if constexpr (kShared) {
+      async_copy::wait<0>();  // this thread's copies of the row have landed
+      const Slot* const slots = rows::tile_slots<P, S>();
+      Raw now;
+      if (row < w.rows) rows::tile_read_staged<P, kClamped>(slots, n, lane, now.x);
+      stage(first + int64_t{gridDim.x} * P::rows_per_block);  // into the slots just read
+      async_copy::commit();
+      convert(now.x, length, h);
+    } else if constexpr (kClamped) {
+      Raw now;
+      fetch(first, now);
+      take(now);
+    } else {
+      rows::tile_load<P>(static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, r), length,
+                         lane, h, T(0));
+      if constexpr (kResidual)
+        rows::tile_load<P>(
+            static_cast<const S*>(p.residual.data) + rows::row_offset_cold(w, p.residual, r),
+            length, lane, add, T(0));
+    }
+    if constexpr (kPackedSum) {
+      if (p.residual_out.data)
+        rows::tile_store_words<P>(
+            static_cast<S*>(p.residual_out.data) + rows::row_offset_cold(w, p.residual_out, r),
+            length, lane, summed);
+    } else if constexpr (kResidual) {
+#pragma unroll
+      for (int i = 0; i < P::items; ++i)
+        h[i] = Traits::to_compute(Traits::from_compute(h[i] + add[i]));
+      if (p.residual_out.data)
+        rows::tile_store<P>(
+            static_cast<S*>(p.residual_out.data) + rows::row_offset_cold(w, p.residual_out, r),
+            length, lane, h);
+    }
+    T shift = 0, scaled_center = 0, rstd;  // y = (h - shift) * rstd - scaled_center
+    if (p.kind == Kind::layer) {
+      // kClamped rows sum a chunk at a time and leave the chunks past the end out; the others
+      // (padded with 0) sum element by element.
+      T sum = 0;
+      if constexpr (kClamped) {
+#pragma unroll
+        for (int k = 0; k < P::chunks; ++k) {
+          T part = h[k * P::vec];
+#pragma unroll
+          for (int e = 1; e < P::vec; ++e) part += h[k * P::vec + e];
+          if (inside(k)) sum += part;
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < P::items; ++i) sum += h[i];  // padding is 0
+      }
+      shift = mean_of(
+          rows::group_reduce<kReduceThreads, false>(sum, rows::Plus{}, P::group, scratch[0]));
+      Sums<T> sums{0, 0};
+#pragma unroll
+      for (int k = 0; k < P::chunks; ++k) {
+        if constexpr (kClamped) {
+          const T d0 = h[k * P::vec] - shift;
+          Sums<T> part{d0, d0 * d0};
+#pragma unroll
+          for (int e = 1; e < P::vec; ++e) {
+            const T d = h[k * P::vec + e] - shift;
+            part.d += d;
+            part.d2 += d * d;
+          }
+          if (inside(k)) sums = AddSums{}(sums, part);
+        } else {
+#pragma unroll
+          for (int e = 0; e < P::vec; ++e) {
+            const T d = inside(k) ? h[k * P::vec + e] - shift : T(0);
+            sums.d += d;
+            sums.d2 += d * d;
+          }
+        }
+      }
+      sums = rows::group_reduce<kReduceThreads, false>(sums, AddSums{}, P::group, pair_scratch);
+      const auto s = kClamped
+                         ? math::stats::layer_norm_stats_scaled<T>(sums.d, sums.d2, inv_count, eps)
+                         : math::stats::layer_norm_stats<T>(sums.d, sums.d2, count, eps);
+      rstd = s.rstd;
+      scaled_center = s.center * rstd;  // small: x - shift is the exact difference
+      if (lane == 0 && length > 0) {
+        if (p.mean.data)
+          static_cast<T*>(p.mean.data)[rows::row_offset_cold(w, p.mean, r)] = shift + s.center;
+        if (p.rstd.data) static_cast<T*>(p.rstd.data)[rows::row_offset_cold(w, p.rstd, r)] = rstd;
+      }
+    } else {
+      T squares = 0;
+      if constexpr (kClamped) {
+#pragma unroll
+        for (int k = 0; k < P::chunks; ++k) {
+          T part = h[k * P::vec] * h[k * P::vec];
+#pragma unroll
+          for (int e = 1; e < P::vec; ++e) part += h[k * P::vec + e] * h[k * P::vec + e];
+          if (inside(k)) squares += part;
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < P::items; ++i) squares += h[i] * h[i];
+      }
+      const T total = rows::group_reduce<kReduceThreads, false>(squares, rows::Plus{}, P::group,
+                                                                scratch[parity]);
+      parity ^= 1;
+      rstd = kClamped ? math::stats::rms_rstd_scaled<T>(total, inv_count, eps)
+                      : math::stats::rms_rstd<T>(total, count, eps);
+    }
+    // y = (h - shift) * rstd - scaled_center. 16-bit rows take it as one multiply-add,
+    // h * rstd - (shift * rstd + scaled_center): the offset's rounding (2^-24 of |shift| * rstd)
+    // is 2^-13 of the rounding a 16-bit x already carries at that magnitude.
+    const T offset = shift * rstd + scaled_center;
+    const auto normalized = [&](T v) {
+      if constexpr (sizeof(S) == 2 && kClamped)
+        return v * rstd - offset;
+      else
+        return (v - shift) * rstd - scaled_center;
+    };
+    // Weight and bias are read a chunk at a time (from L1/L2: every row shares them; holding them
+    // in registers across rows cost more registers than it saved). The activation runs over the
+    // finished row in its own short loop, so its temporaries are not live beside w and b.
+    const S* weight = static_cast<const S*>(p.weight.data);
+    const S* bias = static_cast<const S*>(p.bias.data);
+    if (kClamped && weight && bias) {  // layer norm's usual case: unpredicated loads
+#pragma unroll
+      for (int k = 0; k < P::chunks; ++k) {
+        const int c = rows::tile_load_col<P>(lane, k, n);
+        const Vec wk = *reinterpret_cast<const Vec*>(weight + c);
+        const Vec bk = *reinterpret_cast<const Vec*>(bias + c);
+        if constexpr (kPairs || (kAffinePairs && rows::pairs_widen<P, S>())) {
+          T wf[P::vec], bf[P::vec];
+          rows::widen_bf16_pairs(wk, wf);
+          rows::widen_bf16_pairs(bk, bf);
+#pragma unroll
+          for (int e = 0; e < P::vec; ++e)
+            h[k * P::vec + e] = normalized(h[k * P::vec + e]) * wf[e] + bf[e];
+        } else {
+#pragma unroll
+          for (int e = 0; e < P::vec; ++e)
+            h[k * P::vec + e] = normalized(h[k * P::vec + e]) * Traits::to_compute(wk.v[e]) +
+                                Traits::to_compute(bk.v[e]);
+        }
+      }
+    } else if (!kWordPairs && kClamped && weight) {
+      // The RMS norm's usual case, a weight without a bias: unpredicated loads, where the loop
+      // below loads under a predicate (16-bit vectors then split a PRMT an element) and issues the
+      // absent bias's instructions predicated off. A/B, kf-bench, same call, b041fc2's library
+      // against this one (with packed_sum and cached_max_blocks), RMS norm, % of copy: H100
+      // (2026-11-27 23:50Z, two passes) f32 rows of 1024 92.8 / 93.0 -> 95.2 / 95.0 and of 16384
+      // 92.1 / 92.3 -> 94.7 / 94.8, bf16 rows of 1024 89.6 / 90.5 -> 92.0 / 92.1 and of 16384
+      // 86.7 / 86.7 -> 88.3 / 88.6, with a residual over bf16 rows of 4096 87.0 / 86.5 -> 90.3 /
+      // 90.3, the f32 32x512x768 seed 82.8 / 83.0 -> 86.2 / 86.5, f16 rows of 4096 93.1 / 92.9 ->
+      // 91.4 / 92.1; H200 (2026-11-28 00:05Z, three passes against two) bf16 rows of 4096 83.9 /
+      // 83.6 / 83.6 -> 87.3 / 87.2 and of 16384 83.2 / 83.3 / 83.2 -> 86.2 / 86.2, f32 rows of
+      // 1024 90.1 / 89.8 / 89.8 -> 92.8 / 92.7. Not in the LayerPairs build (kWordPairs): with it
+      // there the layer norm's bf16 rows of 64 fell from 86.9 to 74.4 on the H200 (same call), so
+      // those kernels stay as they were measured (their sm_90 SASS is b041fc2's).
+#pragma unroll
+      for (int k = 0; k < P::chunks; ++k) {
+        const Vec wk = *reinterpret_cast<const Vec*>(weight + rows::tile_load_col<P>(lane, k, n));
+#pragma unroll
+        for (int e = 0; e < P::vec; ++e)
+          h[k * P::vec + e] = normalized(h[k * P::vec + e]) * Traits::to_compute(wk.v[e]);
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < P::chunks; ++k) {
+        const int c = rows::tile_col<P>(lane, k);
+        Vec wk, bk;
+        if (weight && c < n) wk = *reinterpret_cast<const Vec*>(weight + c);
+        if (bias && c < n) bk = *reinterpret_cast<const Vec*>(bias + c);
+        if constexpr (kPairs) {
+          T wf[P::vec], bf[P::vec];
+          if (weight) rows::widen_bf16_pairs(wk, wf);
+          if (bias) rows::widen_bf16_pairs(bk, bf);
+#pragma unroll
+          for (int e = 0; e < P::vec; ++e) {
+            T y = normalized(h[k * P::vec + e]);
+            if (weight) y *= wf[e];
+            if (bias) y += bf[e];
+            h[k * P::vec + e] = y;
+          }
+        } else {
+#pragma unroll
+          for (int e = 0; e < P::vec; ++e) {
+            T y = normalized(h[k * P::vec + e]);
+            if (weight) y *= Traits::to_compute(wk.v[e]);
+            if (bias) y += Traits::to_compute(bk.v[e]);
+            h[k * P::vec + e] = y;
+          }
+        }
+      }
+    }
+    with_activation(p.act, [&](auto act) {
+#pragma unroll
+      for (int i = 0; i < P::items; ++i) h[i] = act(h[i], Prim{});
+    });
+    rows::tile_store<P>(static_cast<S*>(p.out.data) + rows::row_offset_cold(w, p.out, r), length,
+                        lane, h);
+  }
+}
+
+// A block's layer-norm sums for the clustered kernel's one exchange a row: its own mean as the
+// shift, and the sums of d = h - shift and of d^2 over its slice.
+template <class T>
+struct ShiftedSums {
+  T shift, d, d2, unused;  // 16 bytes: one slot of rows::ClusterMailbox
+};
+
+// The row's statistics from its blocks' ShiftedSums (rows::ClusterReducer::exchange), about
+// block 0's shift: each block's mean offset from it, e = (shift_b - shift_0) + d_b / n_b (the
+// first difference exact for nearby shifts), and its sum of squares about its own mean,
+// m2 = d2_b - d_b^2 / n_b; then the row's offset c = sum(n_b e) / n and its sum of squares
+// about the mean, sum(m2 + n_b (e - c)^2) (the parallel form of Chan, Golub and LeVeque). Each
+// sum is one butterfly over lanes that hold a block each. Returns {shift_0, n c, that sum}, so
+// that the mean is shift_0 + c: a row with mean 1e4 and std 1e-2 keeps its variance.
+template <class T>
+struct MergeShiftedSums {
+  int64_t n;      // the row's length
+  int64_t slice;  // a block's columns (the last block's may be fewer)
+  template <class Value>
+  __device__ ShiftedSums<T> operator()(unsigned blocks, Value value) const {
+    const T base = value(0).shift;
+    const ShiftedSums<T> mine =
+        rows::cluster_value_of_lane(blocks, value, ShiftedSums<T>{base, T(0), T(0), T(0)});
+    const int64_t first = static_cast<int64_t>(threadIdx.x % rows::kMaxClusterBlocks) * slice;
+    const T count = first < n ? static_cast<T>(n - first < slice ? n - first : slice) : T(0);
+    const T q = count > T(0) ? mine.d / count : T(0);
+    const T e = (mine.shift - base) + q;
+    const T offset = rows::lanes_reduce(count * e, rows::Plus{}, rows::kMaxClusterBlocks);
+    const T c = offset / static_cast<T>(n);
+    const T m2 = (mine.d2 - mine.d * q) + count * (e - c) * (e - c);
+    return {base, offset, rows::lanes_reduce(m2, rows::Plus{}, rows::kMaxClusterBlocks), T(0)};
+  }
+};
+
+// Staged rows (core/ops/rows/staged.cuh): x (and the residual) are copied to shared memory, then
+// the passes read them there: h (= x + residual, written back over the staged x), the mean,
+// the sums of differences from it, and the output. In a cluster the layer norm's first two
+// passes take the block's own mean and sums, combined in one exchange (MergeShiftedSums)
+// instead of one for the mean and one for the sums: H200 A/B (2026-11-27 03:31Z, kf-bench, same
+// call, two passes), % of copy at rows of 262144, f32 / f16 / bf16: 50.6 / 57.8 / 54.2 -> 51.7 /
+// 59.2 / 56.4. Each thread touches the same columns in
+// every pass, so a thread only reads back what it wrote itself.
+// Three blocks per SM, as softmax's staged kernel (see there): on an H200 (2026-11-26T11:18Z)
+// 16-bit rows of 262144 went from 35-43 to 41-49 % of copy with it, f32 rows were unchanged.
+// kInPass: whether the clustered form restages the next row inside the output pass
+// (rows::for_each_tile; launch_staged picks it for the RMS norm's 16-bit rows).
+template <class S, bool kClustered, bool kResident = false,
+          bool kInPass = (kClustered && rows::StagedPolicy::restages_in_pass<S>())>
+__global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
+    staged_kernel(const __grid_constant__ Plan p, const rows::Staging g) {
+  using T = math::compute_t<S>;
+  using Traits = math::StorageTraits<S>;
+  constexpr int V = 16 / sizeof(S);
+  using Vec = rows::Pack<S, V>;
+  extern __shared__ __align__(16) unsigned char staged_bytes[];
+  using Prim = typename math::PrimitivesFor<S>::type;
+  __shared__ T scratch[32];
+  __shared__ Sums<T> pair_scratch[32];
+  __shared__ rows::ClusterMailbox mailbox;  // the clustered form's row statistics
+  rows::ClusterReducer cluster(mailbox, kClustered);
+  const rows::Walk& w = p.walk;
+  const int64_t n = w.row_length;
+  const T count = static_cast<T>(n), eps = static_cast<T>(p.eps);
+  const int rank = rows::slice_rank(g);
+  const int64_t first_col = rank * g.slice;
+  const int64_t cols = n - first_col < g.slice ? n - first_col : g.slice;
+  S* const staged = reinterpret_cast<S*>(staged_bytes);
+  const int lane = threadIdx.x % g.group, slot = threadIdx.x / g.group;
+  const int groups = blockDim.x / g.group;
+  const S* weight = p.weight.data ? static_cast<const S*>(p.weight.data) + first_col : nullptr;
+  const S* bias = p.bias.data ? static_cast<const S*>(p.bias.data) + first_col : nullptr;
+  const int vectors = static_cast<int>(cols / V);
+  // kResident (RMS norm, clustered; see launch_staged): the block's slice of the weight is staged
+  // once, after the buffers, each thread its own slots in the first row's copy group, and the
+  // output pass reads it there rather than from L2 for every row.
+  S* const weight_slice = staged + g.buffer_elems * g.buffers;
+  if constexpr (kResident)
+    rows::stage_rows(weight_slice, g.slice, 1, vectors, [&](int) { return weight; });
+  const auto reduce = [&](T v) {
+    v = rows::group_reduce<rows::StagedPolicy::threads>(v, rows::Plus{}, g.group, scratch);
+    if constexpr (kClustered) v = cluster.reduce(v, rows::Plus{});
+    return v;
+  };
+  const int64_t tiles = (w.rows + g.rows_per_tile - 1) / g.rows_per_tile;
+  static_assert(kClustered || !kInPass);
+  static_assert(!kResident || (kClustered && sizeof(S) == 2));
+  const auto rows_in = [&](int64_t tile) {
+    const int64_t left = w.rows - tile * g.rows_per_tile;
+    return static_cast<int>(left < g.rows_per_tile ? left : g.rows_per_tile);
+  };
+  const auto stage = [&](int64_t tile, int buffer) {
+    const int64_t row0 = tile * g.rows_per_tile;
+    S* xs = staged + buffer * g.buffer_elems;
+    rows::stage_rows(xs, g.slice, rows_in(tile), vectors, [&](int r) {
+      return static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, row0 + r) + first_col;
+    });
+    if (p.residual.data)
+      rows::stage_rows(xs + g.rows_per_tile * g.slice, g.slice, rows_in(tile), vectors, [&](int r) {
+        return static_cast<const S*>(p.residual.data) +
+               rows::row_offset_cold(w, p.residual, row0 + r) + first_col;
+      });
+  };
+  const auto compute = [&](int64_t tile, int buffer, int64_t next) {
+    const int64_t row0 = tile * g.rows_per_tile;
+    const int tile_rows = rows_in(tile);
+    S* xs = staged + buffer * g.buffer_elems;
+    S* rs = xs + g.rows_per_tile * g.slice;
+    // Rolling, kInPass (rows::for_each_tile): the next row's vectors of this thread's slots,
+    // staged as the last pass to read each slot leaves it: the residual's after the first pass,
+    // x's after the output pass.
+    const S* next_x = nullptr;
+    const S* next_residual = nullptr;
+    if (kInPass && next >= 0) {
+      next_x = static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, next) + first_col;
+      if (p.residual.data)
+        next_residual = static_cast<const S*>(p.residual.data) +
+                        rows::row_offset_cold(w, p.residual, next) + first_col;
+    }
+    const auto restage = [&](S* slots, const S* from, int c) {
+      if (kInPass && from != nullptr) async_copy::copy16(slots + c, from + c);
+    };
+    for (int base = 0; base < tile_rows; base += groups) {
+      // Lanes past the tile's rows still take part in their group's shuffles.
+      const int r = base + slot;
+      const int length = r < tile_rows ? static_cast<int>(cols) : 0;  // cols <= a slice
+      const int64_t row = row0 + (r < tile_rows ? r : 0);
+      S* h_row = xs + (r < tile_rows ? r : 0) * g.slice;
+      T sum = 0;
+      if (p.residual.data) {
+        const S* r_row = rs + (r < tile_rows ? r : 0) * g.slice;
+        S* h_out = p.residual_out.data
+                       ? static_cast<S*>(p.residual_out.data) +
+                             rows::row_offset_cold(w, p.residual_out, row) + first_col
+                       : nullptr;
+        for (int c = lane * V; c < length; c += g.group * V) {
+          Vec hv = *reinterpret_cast<const Vec*>(h_row + c);
+          const Vec rv = *reinterpret_cast<const Vec*>(r_row + c);
+#pragma unroll
+          for (int e = 0; e < V; ++e) {
+            hv.v[e] =
+                Traits::from_compute(Traits::to_compute(hv.v[e]) + Traits::to_compute(rv.v[e]));
+            sum += p.kind == Kind::layer
+                       ? Traits::to_compute(hv.v[e])
+                       : Traits::to_compute(hv.v[e]) * Traits::to_compute(hv.v[e]);
+          }
+          *reinterpret_cast<Vec*>(h_row + c) = hv;
+          if (h_out) *reinterpret_cast<Vec*>(h_out + c) = hv;
+          restage(rs, next_residual, c);
+        }
+      } else {
+        for (int c = lane * V; c < length; c += g.group * V) {
+          const Vec hv = *reinterpret_cast<const Vec*>(h_row + c);
+#pragma unroll
+          for (int e = 0; e < V; ++e) {
+            const T h = Traits::to_compute(hv.v[e]);
+            sum += p.kind == Kind::layer ? h : h * h;
+          }
+        }
+      }
+      T shift = 0, center = 0, rstd;
+      if (p.kind == Kind::layer) {
+        // Clustered: each block's own mean is the shift of its sums, and the blocks' shifts and
+        // sums meet in one exchange (ShiftedSums); else the row's mean is the shift.
+        shift = kClustered ? rows::group_reduce<rows::StagedPolicy::threads>(sum, rows::Plus{},
+                                                                             g.group, scratch) /
+                                 static_cast<T>(length)
+                           : reduce(sum) / count;
+        Sums<T> sums{0, 0};
+        for (int c = lane * V; c < length; c += g.group * V) {
+          const Vec hv = *reinterpret_cast<const Vec*>(h_row + c);
+#pragma unroll
+          for (int e = 0; e < V; ++e) {
+            const T d = Traits::to_compute(hv.v[e]) - shift;
+            sums.d += d;
+            sums.d2 += d * d;
+          }
+        }
+        sums =
+            rows::group_reduce<rows::StagedPolicy::threads>(sums, AddSums{}, g.group, pair_scratch);
+        if constexpr (kClustered) {
+          const ShiftedSums<T> merged = cluster.exchange(
+              ShiftedSums<T>{shift, sums.d, sums.d2, T(0)}, MergeShiftedSums<T>{n, g.slice});
+          shift = merged.shift;
+          center = merged.d / count;
+          // merged.d2 is the sum of squares about the mean: no centre to take off.
+          rstd = math::stats::layer_norm_stats<T>(T(0), merged.d2, count, eps).rstd;
+        } else {
+          const auto s = math::stats::layer_norm_stats<T>(sums.d, sums.d2, count, eps);
+          center = s.center;
+          rstd = s.rstd;
+        }
+        if (lane == 0 && rank == 0 && length > 0) {
+          if (p.mean.data)
+            static_cast<T*>(p.mean.data)[rows::row_offset_cold(w, p.mean, row)] = shift + center;
+          if (p.rstd.data)
+            static_cast<T*>(p.rstd.data)[rows::row_offset_cold(w, p.rstd, row)] = rstd;
+        }
+      } else {
+        rstd = math::stats::rms_rstd<T>(reduce(sum), count, eps);
+      }
+      S* out = static_cast<S*>(p.out.data) + rows::row_offset_cold(w, p.out, row) + first_col;
+      const T scaled_center = center * rstd;  // y = (h - shift) * rstd - scaled_center
+      // f32 rows: the weight and bias vectors (from L2 after the first rows) of kLoads slots
+      // are loaded before any of them is stored (the compiler cannot move a load above a store
+      // to `out`). H200 A/B (2026-11-27 07:36Z, kf-bench, same call, two passes), % of copy
+      // at rows of 262144: f32 layer norm 52.9 -> 62.6, RMS norm 59.0 -> 69.6. 16-bit rows
+      // lost with two (about 07:25Z, same call: layer norm bf16 55.9 -> 51.0, RMS norm 65.0 ->
+      // 60.9; four spilled) and keep one.
+      constexpr int kLoads = sizeof(S) == 4 ? 4 : 1;
+      // y for element e of slot vectors h, w, b.
+      const auto output = [&](auto act, const Vec& hv, const Vec& wv, const Vec& bv, int e) {
+        T y = (Traits::to_compute(hv.v[e]) - shift) * rstd - scaled_center;
+        if (weight) y *= Traits::to_compute(wv.v[e]);
+        if (bias) y += Traits::to_compute(bv.v[e]);
+        return Traits::from_compute(act(y, Prim{}));
+      };
+      with_activation(p.act, [&](auto act) {
+        if constexpr (kLoads == 1) {
+          for (int c = lane * V; c < length; c += g.group * V) {
+            const Vec hv = *reinterpret_cast<const Vec*>(h_row + c);
+            Vec wv, bv, yv;
+            if constexpr (kResident)
+              wv = *reinterpret_cast<const Vec*>(weight_slice + c);
+            else if (weight)
+              wv = *reinterpret_cast<const Vec*>(weight + c);
+            if (bias) bv = *reinterpret_cast<const Vec*>(bias + c);
+#pragma unroll
+            for (int e = 0; e < V; ++e) yv.v[e] = output(act, hv, wv, bv, e);
+            *reinterpret_cast<Vec*>(out + c) = yv;
+            // (The clustered form has one row a tile: this pass covers all the thread's slots.)
+            restage(xs, next_x, c);
+          }
+        } else {
+          const int step = g.group * V;
+          for (int c0 = lane * V; c0 < length; c0 += kLoads * step) {
+            Vec wv[kLoads], bv[kLoads];
+#pragma unroll
+            for (int j = 0; j < kLoads; ++j) {
+              const int c = c0 + j * step;
+              if (c >= length) break;
+              if (weight) wv[j] = *reinterpret_cast<const Vec*>(weight + c);
+              if (bias) bv[j] = *reinterpret_cast<const Vec*>(bias + c);
+            }
+#pragma unroll
+            for (int j = 0; j < kLoads; ++j) {
+              const int c = c0 + j * step;
+              if (c >= length) break;
+              const Vec hv = *reinterpret_cast<const Vec*>(h_row + c);
+              Vec yv;
+#pragma unroll
+              for (int e = 0; e < V; ++e) yv.v[e] = output(act, hv, wv[j], bv[j], e);
+              *reinterpret_cast<Vec*>(out + c) = yv;
+              restage(xs, next_x, c);
+            }
+          }
+        }
+      });
+    }
+  };
+  rows::for_each_tile<kInPass>(g, tiles, stage, compute);
+  if constexpr (kClustered) cluster.done();
+}
+
+// The clustered kernel that keeps the weight's slice resident (16-bit types only; the f32
+// clustered kernel otherwise), restaging the next row inside the output pass or after it.
+template <class S, bool kInPass>
+constexpr auto resident_kernel() {
+  if constexpr (sizeof(S) == 2) {
+    return &staged_kernel<S, true, true, kInPass>;
+  } else {
+    return &staged_kernel<S, true>;
+  }
+}
+
+// Runs the staged kernel when the rows fit it (16-bit and 32-bit types); false otherwise.
+template <class S>
+bool launch_staged(const Plan& p, int32_t device, cudaStream_t stream) {
+  if constexpr (sizeof(S) > 4) {
+    return false;
+  } else {
+    if (p.walk.rows >= rows::kMaxColdRows) return false;  // row offsets in 32 bits (rows.hpp)
+    // Where staging pays, measured against the register-cached kernel on an H200 (2026-11-26,
+    // kf-bench, same run): rows of 2..32 KiB (bf16 1024..16384, f32 4096; before the cached
+    // kernel prefetched) and rows with a residual gained 15..45 %; rows of <= 1 KiB and 64 KiB
+    // rows without a residual lost 5..45 % (64 KiB leaves a block per SM); rows past 64 KiB need
+    // the cluster path (5..7x over streaming). Later runs moved rows back to the cached kernel:
+    // 16-bit rows up to 32 KiB, for which it now prefetches the next row (rows::tile_prefetches):
+    // f16 / bf16 rows of 1024, 4096 and 16384 went from 68 / 56 / 69 % of copy to 88 / 76 / 83 %
+    // (RMS norm) and from 50 / 40 / 53 % to 77 / 57 / 60 % (layer norm), and 16-bit rows with a
+    // residual up to 16 KiB (past that the cached kernel spills): RMS norm with a residual, rows
+    // of 4096, from 73 / 70 % to 86 / 86 % (10:45Z); and f32 rows up to 4 KiB
+    // without a residual (10:39Z): rows of 1024 went from 67 to 90 % (RMS) and from 65 to 87 %
+    // (layer norm), the 32x512x768 seed from 66 to 74 and from 59 to 68 %. f32 rows of 4096
+    // stayed 1-2 points faster staged while the cached kernel spilled; without the spills
+    // (rows::row_offset_cold) f32 rows up to 16 KiB, with or without a residual, run cached
+    // (H200, 12:37Z, same call): rows of 4096 from 67 to 78 % (layer norm), 77 to 87 % (RMS) and
+    // 85 to 89 % (RMS with a residual), the 2048x2048 seed from 35 to 40 % (layer norm).
+    const int64_t row_bytes = p.walk.row_length * int64_t{sizeof(S)};
+    if (row_bytes <= 1024) return false;
+    if (sizeof(S) == 4 && row_bytes <= 16 * 1024) return false;
+    if (sizeof(S) == 2 && row_bytes <= (p.residual.data ? 16 : 32) * 1024) return false;
+    if (!p.residual.data && row_bytes > 32 * 1024 && row_bytes <= rows::StagedPolicy::slice_bytes)
+      return false;
+    // The RMS norm's weight (without a residual) stays resident in the clustered kernel, for rows
+    // past 64 KiB that fit 16 blocks of 64 KiB with it (x's slice and the weight's: twice the
+    // blocks): f16 rows everywhere, bf16 rows where the SMs are not rows::tile_issue_lean.
+    // kf-bench, RMS norm, 256 rows of 262144 (the one length measured), % of copy,
+    // weight from L2 -> resident (same calls, 2026-11-27): H100 (16:15Z, two passes) f16 69.3 /
+    // 69.3 -> 82.6 / 82.5, bf16 72.8 / 74.6 -> 80.4 / 80.1; H200 (16:27Z, three passes) f16
+    // 60.8 / 60.9 / 63.0 -> 70.4 / 69.7 / 69.9, bf16 64.4 / 66.3 / 63.2 -> 62.0 / 61.4 / 62.1.
+    // Not the layer norm: its weight and bias both resident took 96 KiB blocks, two per SM
+    // (H100: f16 69.8 -> 66.3, bf16 69.9 -> 62.3), and the weight alone, the bias from L2, lost
+    // on the H200 (f16 59.6 -> 51.6, bf16 55.6 -> 50.3).
+    // Where the SMs are not issue-lean, that kernel also restages the next row inside the output
+    // pass (rows::for_each_tile). H100 A/B (2026-11-27 17:00Z, kf-bench, same call, three
+    // passes), RMS norm, rows of 262144, % of copy, after the pass -> in it: f16 81.9 / 82.1 /
+    // 81.8 -> 83.6 / 83.6 / 83.5, bf16 80.4 / 80.8 / 80.5 -> 82.7 / 82.9 / 83.1; the layer norm
+    // lost with it (f16 71.5 / 69.2 / 70.5 -> 67.3 / 67.6 / 67.7) and keeps the order it has.
+    const bool lean = rows::tile_issue_lean(device);
+    const bool resident = sizeof(S) == 2 && p.kind == Kind::rms && p.weight.data && !p.bias.data &&
+                          !p.residual.data && (std::is_same_v<S, math::half_t> || !lean);
+    const int inputs = p.residual.data ? 2 : 1;
+    if constexpr (std::is_same_v<S, math::half_t>) {
+      if (lean)
+        return rows::stage_and_launch<staged_kernel<S, false>, staged_kernel<S, true>,
+                                      resident_kernel<S, false>()>(
+            p, p.walk, sizeof(S), inputs, device, stream, "norm kernel launch", resident ? 1 : 0);
+    }
+    return rows::stage_and_launch<staged_kernel<S, false>, staged_kernel<S, true>,
+                                  resident_kernel<S, true>()>(
+        p, p.walk, sizeof(S), inputs, device, stream, "norm kernel launch", resident ? 1 : 0);
+  }
+}
+
+// Whether the form with a residual for policy P and storage S has a build for three blocks per
+// SM, which launch_cached takes where the SMs are not rows::tile_issue_lean: f16 rows of
+// 2049..4096 (a 256-thread block a row, 16 elements a thread; 76 registers and no spills, where
+// the two-block build takes 85). Not bf16, which gained nothing. kf-bench, RMS norm with a
+// residual over 8192 rows of 4096, % of copy, two blocks -> three (same calls, three passes,
+// 2026-11-27): H100 (14:32Z) f16 88.5-88.6 -> 89.8-90.2, bf16 86.9-87.0 -> 86.8-87.1 (squeezed
+// from 96 registers to 80); H200 (14:26Z) f16 86.2-86.6 -> 81.6-82.1, bf16 86.1-86.5 -> 78.4-79.0.
+template <class P, class S>
+constexpr bool residual_takes_three_blocks() {
+  return std::is_same_v<S, math::half_t> && P::vec == 8 && P::items == 16 && P::threads == 256 &&
+         P::group == P::threads;
+}
+
+// The four-block build of the common form (rows::tile_lean_blocks: f32 rows of 16 elements a
+// thread on 256-thread blocks, on issue-lean devices). Nsight Compute on an H200 (2026-11-29
+// 08:45Z, 8192 rows of 4096) had the f32 softmax at 64 registers and four blocks reading 78.5 %
+// of DRAM bandwidth, the layer norm and RMS norm at 80 registers and three blocks 69.8 and
+// 74.0 %. H200 A/B (09:02Z, kf-bench, one library with both builds, same call, two passes), f32,
+// % of copy, three blocks -> four: layer norm rows of 64 89.1 / 89.1 -> 92.3 / 92.4, of 256
+// 89.5 / 89.6 -> 92.2 / 92.5 (08:54Z), of 4096 82.8 / 83.0 -> 90.0 / 90.1; RMS norm rows of
+// 4096 88.4 / 88.6 -> 92.0 / 92.3; rows of 1024 and 16384 (other policies) within 0.5, those of
+// 262144 (the clustered kernel) within their run-to-run spread of 2. The f32 128-thread policy
+// (rows of 1025..2048) compiled for eight blocks moved nothing (the 2048x2048 seeds: layer norm
+// 53.7 / 54.4 -> 54.3 / 54.4, RMS norm 56.9 / 57.2 -> 57.1 / 56.7), and keeps six.
+// The same switch takes 16-bit rows of 4097..8192 (512 threads at 16 elements each) from one
+// block an SM to two (rows::tile_lean_blocks has the A/B: rows of 8192 +10 to +17 points).
+// The common form's kernels, for rows::launch_common_tile_kernel (kBlocks as for cached_kernel).
+template <class P, class S, int kBlocks = 0>
+struct CommonCached {
+  template <bool kStage>
+  static constexpr auto kernel = cached_kernel<P, S, false, kStage, kBlocks>;
+};
+
+// The layer norm's build for bf16 rows that widens row, weight and bias in word pairs
+// (rows::widen_bf16_pairs: an IMAD and a LOP3 a word where element by element takes two ALU-pipe
+// instructions), compiled for half as many resident blocks again (without that bound the pairs
+// took 90 registers where the other build takes 80, a block fewer per SM). launch_cached takes it
+// where the SMs are rows::tile_issue_lean, for the policies of 16 elements a thread of up to 256
+// threads (rows of up to 512 and of 1025..2048). kf-bench on an H200 (2026-11-27 21:52Z, same
+// call, three passes), % of copy, element by element -> this build: layer norm bf16 rows of 64 /
+// 128 / 256 / 512 / 2048 76.2 / 75.5 / 75.5 / 74.7 / 68.6 -> 86.8 / 86.0 / 86.1 / 85.4 / 81.5,
+// the 2048x2048 seed 35.9 -> 38.6; rows of 1024 and 4096 (other policies) and every RMS norm row
+// within 0.4. Not the RMS norm (an earlier build of this kind for both norms, 21:30Z: RMS norm
+// rows of 64 87.2 -> 83.2), nor the other policies, where widening in pairs lost on both cards
+// (see rows::pairs_widen).
+// (Of bf16's 16-element policies, a 256-thread block a row is never picked on such SMs: rows of
+// up to 2048 take 128 threads, longer ones the wide form; so no build of it.)
+template <class P, class S>
+constexpr bool layer_takes_pairs() {
+  return rows::pairs_widen<P, S>() && P::items <= 16 && P::group < 256 && P::threads <= 256;
+}
+template <class P, class S>
+struct LayerPairs {
+  template <bool kStage>
+  static constexpr auto kernel =
+      cached_kernel<P, S, false, kStage, rows::tile_min_blocks<P, S>() * 3 / 2, true>;
+};
+
+// The layer norm's build for bf16 rows of 32 elements a thread over a block (rows of 2049..4096
+// in the wide form, 8193..16384) that widens the weight and bias in word pairs and the row
+// element by element, which launch_cached takes where the SMs are rows::tile_issue_lean. In
+// pairs half of the widening moves from the ALU pipe to the FMA pipe (rows::widen_bf16_pairs);
+// the ALU pipe is what bounds these kernels there (Nsight Compute, H200, 2026-11-29, rows of
+// 4096: 70 % of its peak, 23.6 instructions a thread an element). The row itself stays element
+// by element: in pairs it lost (see rows::pairs_widen; H200 2026-11-29 09:35Z, rows of 4096
+// 77.8 -> 66.7). Same registers (128), no spills. kf-bench on an H200 (10:02Z, one library
+// with both builds, same call, two passes), layer norm bf16, % of copy, element by element ->
+// this build: rows of 4096 77.7 / 77.9 -> 83.9 / 83.8, of 16384 70.0 / 70.1 -> 77.8 / 77.8.
+// Rows of 4097..8192 (16 elements a thread) were not measured and keep the common form, as do
+// devices that are not issue-lean and the RMS norm (no bias; at 86-87 % there).
+template <class P, class S>
+constexpr bool layer_takes_affine_pairs() {
+  return rows::pairs_widen<P, S>() && P::items == 32 && P::group == P::threads;
+}
+template <class P, class S>
+struct LayerAffinePairs {
+  template <bool kStage>
+  static constexpr auto kernel = cached_kernel<P, S, false, kStage, 0, false, true>;
+};
+
+// The most resident blocks an SM for the cached kernels of policy P and storage S (0: as many as
+// fit): three for the 16-bit prefetching policies of 256 threads at 16 elements a thread. Their
+// registers, and so how many fit, move with every change to the kernel; four blocks an SM lost
+// on the H100 wherever they were measured. H100 A/B (2026-11-27 23:40Z, kf-bench, same call,
+// three passes), % of copy, f16 rows of 4096, where the output loop for a weight without a
+// bias took the kernel from 72 to 64 registers: layer norm 92.1 / 91.9 / 92.1 -> 83.0 / 83.3 /
+// 83.1, RMS norm 93.1 / 93.3 / 93.1 -> 88.3 / 88.5 / 88.2 (and 2026-11-27 00:35Z, the f16
+// kernels compiled for four blocks: layer norm 90.9 -> 85.0, RMS norm 93.0 -> 85.1, rows of
+// 64 85.2 -> 82.3).
+template <class P, class S>
+constexpr int cached_max_blocks() {
+  return rows::tile_prefetches<P, S>() && P::threads == 256 && P::items == 16 ? 3 : 0;
+}
+
+// The same for the form with a residual where the SMs are rows::tile_issue_lean: two blocks of
+// a row each for the 256-thread policy, as its registers had left it before the packed sum
+// (rows::packed_sum) took bf16's kernel from 95 to 80 registers. Three lost on the H200: A/Bs of
+// 2026-11-27 14:26Z (see residual_takes_three_blocks) and 2026-11-28 00:05Z (kf-bench, same
+// call, RMS norm with a residual over bf16 rows of 4096, % of copy, 86.3 / 86.3 / 86.3 -> 82.0 /
+// 82.1 at 80 registers). With this cap (H200 A/B, 2026-11-28 01:06Z, b041fc2 -> 8680d4c, same
+// call, three passes): 86.8 / 86.9 / 86.7 -> 87.0 / 87.0 / 87.1.
+template <class P, class S>
+constexpr int residual_lean_max_blocks() {
+  return P::threads == 256 && P::group == 256 ? 2 : cached_max_blocks<P, S>();
+}
+
+template <class S, int V>
+bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
+  if (p.walk.rows >= rows::kMaxColdRows) return false;  // row offsets in 32 bits (rows.hpp)
+  // The 32-elements-a-thread form for 16-bit rows of 2049..4096 (rows/tile.cuh), without a
+  // residual, where the device's SMs issue few instructions per byte (rows::tile_issue_lean):
+  // there its per-row work (the block reductions) weighs on twice the elements; elsewhere the
+  // 16-elements-a-thread form keeps more rows in flight. kf-bench, 16384 rows of 4096, % of
+  // copy, layer norm / RMS norm, f16 and bf16, 16 elements a thread -> 32 (same calls, two
+  // passes, 2026-11-27): H200 (11:11Z) f16 79.5 / 85.3 -> 86.2 / 86.3, bf16 68.0 / 78.0 -> 77.4
+  // / 84.0; H100 (11:19Z) f16 92.0 / 93.0 -> 86.1 / 87.3, bf16 90.5 / 92.4 -> 84.1 / 84.2. (An
+  // H100 A/B of 2026-11-26 16:16Z had made it bf16-only, on every device.)
+  const bool wide_form = p.residual.data == nullptr && rows::tile_issue_lean(device);
+  // 16-bit rows of 769..1024 without a residual, where the SMs are not rows::tile_issue_lean:
+  // a 128-thread block a row at 8 elements a thread (62 registers, eight blocks per SM) instead
+  // of with_tile_policy's warp a row at 32 (114-126 registers, two 256-thread blocks per SM).
+  // H100 A/B (2026-11-27 14:57Z, kf-bench, same call, two passes), rows of 1024, % of copy,
+  // warp -> block: layer norm f16 86.3 / 86.4 -> 87.8 / 87.9, bf16 83.4 / 83.3 -> 86.0 / 86.0;
+  // RMS norm f16 87.9 / 88.1 -> 89.8 / 90.5, bf16 86.0 / 85.8 -> 89.8 / 90.3; the other rows
+  // within noise. Not measured on an H200, which keeps the warp a row.
+  if constexpr (sizeof(S) == 2 && V == 8) {
+    const int64_t n = p.walk.row_length;
+    if (!p.residual.data && n > 768 && n <= 1024 && !rows::tile_issue_lean(device)) {
+      using P = rows::TilePolicy<128, 1, 8, 128>;
+      rows::launch_common_tile_kernel<P, S, CommonCached<P, S>>(p, p.walk.rows, device, stream);
+      return true;
+    }
+  }
+  // The layer norm's bf16 rows of 6145..8192 without a residual, where the SMs are
+  // rows::tile_issue_lean: a 256-thread block a row at 32 elements a thread with the affine in
+  // word pairs (LayerAffinePairs, as for the rows of 2049..4096 in the wide form) instead of
+  // with_tile_policy's 512 threads at 16. H200 A/B (2026-11-29 12:52Z, kf-bench, the library
+  // before this launch against the one with it, same call, two passes), layer norm bf16, % of
+  // copy: rows of 8192 72.9 / 72.9 -> 85.7 / 85.6, of 6200 57.6 / 57.6 -> 73.8 / 73.6. Only
+  // here: taken by every family (11:49Z), the same policy cost the softmax, the RMS norm and the
+  // f16 layer norm 0.5-2.2 points at 8192 (RMS norm f16 90.4 -> 88.2), and at 6144 it lost to
+  // the 24-element policy (layer norm bf16 73.2 against 76.9).
+  if constexpr (std::is_same_v<S, math::bfloat16_t> && V == 8) {
+    const int64_t n = p.walk.row_length;
+    if (wide_form && p.kind == Kind::layer && n > 256 * 24 && n <= 256 * 32) {
+      using P = rows::TilePolicy<256, 4, 8, 256>;
+      static_assert(layer_takes_affine_pairs<P, S>(), "the affine in word pairs");
+      rows::launch_common_tile_kernel<P, S, LayerAffinePairs<P, S>>(p, p.walk.rows, device, stream,
+                                                                    cached_max_blocks<P, S>());
+      return true;
+    }
+  }
+  return rows::with_tile_policy<S, V>(p.walk.row_length, wide_form, [&](auto policy) {
+    using P = decltype(policy);
+    if (p.residual.data) {
+      if constexpr (residual_takes_three_blocks<P, S>()) {
+        if (!rows::tile_issue_lean(device)) {
+          rows::launch_tile_kernel<P, S, cached_kernel<P, S, true, true, 3>>(
+              p, p.walk.rows, device, stream, false, cached_max_blocks<P, S>());
+          return;
+        }
+      }
+      rows::launch_tile_kernel<P, S, cached_kernel<P, S, true>>(
+          p, p.walk.rows, device, stream, false,
+          rows::tile_issue_lean(device) ? residual_lean_max_blocks<P, S>()
+                                        : cached_max_blocks<P, S>());
+    } else {
+      if constexpr (layer_takes_pairs<P, S>()) {
+        if (p.kind == Kind::layer && rows::tile_issue_lean(device)) {
+          rows::launch_common_tile_kernel<P, S, LayerPairs<P, S>>(p, p.walk.rows, device, stream,
+                                                                  cached_max_blocks<P, S>());
+          return;
+        }
+      }
+      if constexpr (layer_takes_affine_pairs<P, S>()) {
+        if (p.kind == Kind::layer && rows::tile_issue_lean(device)) {
+          rows::launch_common_tile_kernel<P, S, LayerAffinePairs<P, S>>(
+              p, p.walk.rows, device, stream, cached_max_blocks<P, S>());
+          return;
+        }
+      }
+      if constexpr (rows::tile_lean_blocks<P, S>() > 0) {
+        if (rows::tile_issue_lean(device)) {
+          rows::launch_common_tile_kernel<P, S, CommonCached<P, S, rows::tile_lean_blocks<P, S>()>>(
+              p, p.walk.rows, device, stream);
+          return;
+        }
+      }
+      rows::launch_common_tile_kernel<P, S, CommonCached<P, S>>(p, p.walk.rows, device, stream,
+                                                                cached_max_blocks<P, S>());
+    }
+  });
+}
+
+// 16-byte vectors when every row of every row operand starts aligned and the length divides.
+template <class S>
+bool vectors_fit(const Plan& p) {
+  constexpr int V = 16 / sizeof(S);
+  if (p.walk.row_length % V != 0) return false;
+  for (const rows::Operand* o : {&p.x, &p.residual, &p.weight, &p.bias, &p.out, &p.residual_out})
+    if (!rows::rows_aligned_16(p.walk, *o, sizeof(S))) return false;
+  return true;
+}
+
+template <class S>
+void launch(const Plan& p, int32_t device, cudaStream_t stream) {
+  rows::launch_in_order(p, vectors_fit<S>(p), device, stream, &launch_staged<S>,
+                        &launch_cached<S, 16 / sizeof(S)>, &launch_cached<S, 1>,
+                        &streaming_kernel<StreamPolicy, S>, StreamPolicy::threads,
+                        "norm kernel launch");
+}
+
+}  // namespace
+}  // namespace kf::norm

@@ -1,0 +1,674 @@
+// CUDA backend of the softmax family, four regimes chosen per call:
+//  - dense, 16-byte aligned f32/f16/bf16 rows past 64 KiB: staged rows (core/ops/rows/staged.cuh),
+//    a thread-block cluster per row (sm_90), each block holding a slice of x in shared memory
+//    and the row's maximum and sum of exp combined through distributed shared memory, so x is
+//    read from DRAM once;
+//  - rows of up to 1024 elements: a few lanes or a warp per row, several rows per block;
+//  - rows of up to 16K elements (8K for f64): a block per row;
+//    both hold the row's logits in registers (core/ops/rows/tile.cuh), so x (and the mask) are
+//    read from DRAM once, with 16-byte loads when every row start is aligned and the length
+//    divides; max and sum of exp are then exact two-pass reductions over the registers; 16-bit
+//    rows run on a resident grid that issues the next row's loads of x before working on the
+//    current row (rows::tile_prefetches);
+//  - everything else (strided or row-broadcast operands, longer rows): the streaming path, one
+//    block per row over global memory (pass 1: online max and sum of exp; pass 2: write), which
+//    reads x twice. Each thread touches the same columns in both passes, which keeps the in-place
+//    form safe (in the cached paths every load of a row precedes its stores, by the same thread).
+// The kernels and launches live in this header, which only the family's per-storage-type
+// translation units include (cuda_f32.cu, cuda_f16.cu, cuda_bf16.cu, cuda_f64.cu): each
+// instantiates them for one type, so the four compile in parallel; cuda.cu dispatches.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "core/math/elementary.hpp"
+#include "core/math/numeric.hpp"
+#include "core/math/row_stats.hpp"
+#include "core/ops/async_copy.cuh"
+#include "core/ops/rows/dispatch.cuh"
+#include "core/ops/rows/reduce.cuh"
+#include "core/ops/rows/staged.cuh"
+#include "core/ops/rows/tile.cuh"
+#include "core/ops/softmax/softmax.hpp"
+#include "core/runtime/error.hpp"
+
+namespace kf::softmax {
+namespace {
+
+struct StreamPolicy {
+  static constexpr int threads = 256;
+};
+
+template <class S>
+__device__ __forceinline__ math::compute_t<S> logit(const Plan& p, int64_t xb, int64_t mb,
+                                                    int64_t query, int64_t col) {
+  using T = math::compute_t<S>;
+  using Traits = math::StorageTraits<S>;
+  if (p.causal && math::stats::causal_hidden(query, col, p.diagonal))
+    return math::stats::negative_infinity<T>();
+  T v =
+      static_cast<T>(p.scale) *
+      Traits::to_compute(static_cast<const S*>(p.x.data)[xb + rows::col_offset(p.walk, p.x, col)]);
+  if (p.mask.data)
+    v += Traits::to_compute(
+        static_cast<const S*>(p.mask.data)[mb + rows::col_offset(p.walk, p.mask, col)]);
+  return v;
+}
+
+template <class Policy, class S>
+__global__ void __launch_bounds__(Policy::threads)
+    streaming_kernel(const __grid_constant__ Plan p) {
+  using T = math::compute_t<S>;
+  namespace st = math::stats;
+  __shared__ T scratch_max[32];
+  __shared__ T scratch_sum[32];
+  const rows::Walk& w = p.walk;
+  const int64_t n = w.row_length;
+  for (int64_t row = blockIdx.x; row < w.rows; row += gridDim.x) {
+    const int64_t query = row % p.query_rows;
+    const int64_t xb = rows::row_offset(w, p.x, row);
+    const int64_t mb = p.mask.data ? rows::row_offset(w, p.mask, row) : 0;
+    st::MaxSum<T> s = st::max_sum_empty<T>();
+    for (int64_t c = threadIdx.x; c < n; c += Policy::threads)
+      s = st::max_sum_add(s, logit<S>(p, xb, mb, query, c));
+    for (int o = 16; o > 0; o >>= 1) {
+      const st::MaxSum<T> other{__shfl_xor_sync(0xffffffffu, s.max, o),
+                                __shfl_xor_sync(0xffffffffu, s.sum, o)};
+      s = st::max_sum_merge(s, other);
+    }
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (lane == 0) {
+      scratch_max[warp] = s.max;
+      scratch_sum[warp] = s.sum;
+    }
+    __syncthreads();
+    s = st::max_sum_empty<T>();
+    for (int k = 0; k < Policy::threads / 32; ++k)
+      s = st::max_sum_merge(s, st::MaxSum<T>{scratch_max[k], scratch_sum[k]});
+    __syncthreads();
+    const T inv_sum = T(1) / s.sum, log_sum = st::log_of(s.sum);
+    const int64_t ob = rows::row_offset(w, p.out, row);
+    for (int64_t c = threadIdx.x; c < n; c += Policy::threads) {
+      const T v = logit<S>(p, xb, mb, query, c);
+      static_cast<S*>(p.out.data)[ob + rows::col_offset(w, p.out, c)] =
+          math::StorageTraits<S>::from_compute(
+              st::softmax_value(v, s.max, inv_sum, log_sum, p.log));
+    }
+  }
+}
+
+// Register-cached rows (see the top of the file). The kernel is written for few instructions per
+// element, since at H200 bandwidth a 16-bit row leaves about 25 issue slots per element: columns
+// past the row's end are loaded as -inf (no per-element bounds test), the causal mask and the
+// scale are applied only when present, exp is taken once per element and kept in registers, and
+// per-row work (the query index, the logarithm) is done only by the forms that need it. 16-bit
+// rows use the fast exponential of math::HalfStorage (a few ulp of float, below their rounding).
+// kMask: the form with a mask has its own instantiation; its mask row is fetched with x's (and
+// prefetched with it), so a row waits for one round trip, and the common form does not pay for
+// the mask's registers. Causal rows fetch only their visible columns: H200 A/B (2026-11-26,
+// kf-bench, same call), [16, 2048, 2048] with a [2048, 2048] mask (f32: [8, ...]), % of copy
+// f32 / f16 / bf16, 70.8 / 57.2 / 53.7 -> 86.0 / 60.0 / 55.8. The 16-bit rows are issue-bound
+// here (Nsight Compute, 84-87 M instructions, 7.4 cycles a warp between issues), so the per-row
+// work matters: a first form that divided for each row's query index and masked every element
+// against it lost 8 points on them.
+// kStage = false: the form without the shared-memory staging below, for devices that lose with
+// it (rows::tile_stages_rows).
+template <class P, class S, bool kMask, bool kStage = true, int kBlocks = 0>
+__global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile_min_blocks<P, S>())
+    cached_kernel(const __grid_constant__ Plan p) {
+  using T = math::compute_t<S>;
+  using Traits = math::StorageTraits<S>;
+  using Prim = typename math::PrimitivesFor<S>::type;
+  namespace st = math::stats;
+  // bf16 rows widened a word of two elements at a time (rows::pairs_widen).
+  constexpr bool kPairs = rows::pairs_widen<P, S>();
+  // A row's two block reductions take scratch[0] and scratch[1] (rows::block_reduce's kReuse =
+  // false: one barrier each instead of two).
+  __shared__ T scratch[2][32];
+  const rows::Walk& w = p.walk;
+  const int n = static_cast<int>(w.row_length);  // at most P::capacity (rows::tile_col)
+  const T scale = static_cast<T>(p.scale), minus_inf = st::negative_infinity<T>();
+  const int lane = threadIdx.x % P::group, slot = threadIdx.x / P::group;
+  // The grid is resident (rows::resident_grid): each block walks many rows, and a row's loads
+  // are issued before the row before it is worked on, so a thread's loads stay in flight through
+  // its reductions and stores.
+  struct Raw {
+    rows::TileRaw<P, S> x, mask;
+  };
+  // The causal rule: a row sees columns up to its query index + diagonal. Each thread tracks the
+  // query index of its rows as the grid walks them (a division per thread, not per row; rows and
+  // query_rows are below 2^31 here, the cached launch's bound, and rows of at most 2^14), and the
+  // hidden columns are never read from memory (their logits are -inf whatever x holds): about
+  // half of x and of the mask.
+  const int64_t walk_step = int64_t{gridDim.x} * P::rows_per_block;
+  const int64_t first_row = int64_t{blockIdx.x} * P::rows_per_block;
+  uint32_t queries = 1, query_step = 0, query = 0;
+  if (p.causal) {
+    queries = static_cast<uint32_t>(p.query_rows);
+    query_step = static_cast<uint32_t>(walk_step) % queries;
+    query = static_cast<uint32_t>(first_row + slot) % queries;
+  }
+  const auto next_query = [&](uint32_t q) {
+    q += query_step;
+    return q >= queries ? q - queries : q;
+  };
+  // Visible columns of a row of `length` with query index q (all of them without the rule).
+  const auto visible = [&](uint32_t q, int length) -> int {
+    if (!p.causal) return length;
+    const int64_t seen = int64_t{q} + p.diagonal + 1;  // columns [0, seen) are visible
+    return seen <= 0 ? 0 : seen < length ? static_cast<int>(seen) : length;
+  };
+  // The columns fetched: the visible ones in whole vectors (the last vector's hidden columns are
+  // masked after the fetch). Without the rule, the row (no rounding on the common path).
+  const auto loaded = [&](int seen) {
+    return p.causal ? (seen + P::vec - 1) / P::vec * P::vec : seen;
+  };
+  // kMask: each thread's row is found through a rows::RowCursor advanced with the walk, not by
+  // dividing for every operand of every row (row_offset_cold): an [Lq, Lk] mask broadcast over the
+  // heads keeps the walk at two leading dims. H200 A/B (2026-11-27 13:32Z, kf-bench, same call,
+  // two passes), causal [16, 2048, 2048] with a [2048, 2048] mask (f32: [8, ...]), % of copy f32
+  // / f16 / bf16: 92.4 / 63.7 / 60.0 -> 96.0 / 76.1 / 70.1. Not for the unmasked forms, whose
+  // dense walks have one leading dim: in the same run the cursor cost them up to 7.5 points
+  // (f32 rows of 4096 93.3 -> 85.8, the 16-bit 32x512x768 seeds 68 -> 64.5).
+  const rows::RowCursor cursor_step = kMask ? rows::row_cursor(w, walk_step) : rows::RowCursor{};
+  rows::RowCursor cursor = kMask ? rows::row_cursor(w, first_row + slot) : rows::RowCursor{};
+  const auto offset_of = [&](const rows::Operand& o, rows::RowCursor c, int64_t row) {
+    if constexpr (kMask)
+      return rows::row_offset_at(w, o, c, row);
+    else
+      return rows::row_offset_cold(w, o, row);
+  };
+  const auto advanced = [&](rows::RowCursor c) {
+    if constexpr (kMask)
+      return rows::advance(w, c, cursor_step);
+    else
+      return c;
+  };
+  auto fetch = [&](int64_t first, uint32_t q, rows::RowCursor c, Raw& raw) {
+    const int64_t row = first + slot;
+    if (row >= w.rows) return;
+    const int count = loaded(visible(q, n));
+    rows::tile_fetch<P>(static_cast<const S*>(p.x.data) + offset_of(p.x, c, row), count, lane,
+                        raw.x);
+    if constexpr (kMask)
+      rows::tile_fetch<P>(static_cast<const S*>(p.mask.data) + offset_of(p.mask, c, row), count,
+                          lane, raw.mask);
+  };
+  constexpr bool kPrefetch = rows::tile_prefetches<P, S>();
+  // kShared (rows::tile_prefetches_shared: f32 rows of 32 elements a thread, without a mask):
+  // the next row is staged in shared memory while this one is worked on.
+  constexpr bool kShared = rows::tile_prefetches_shared<P, S>() && !kMask && kStage;
+  using Slot = rows::Pack<S, P::vec>;
+  const auto stage = [&](int64_t first, uint32_t q, rows::RowCursor c) {
+    const int64_t row = first + slot;
+    if constexpr (kShared) {
+      if (row >= w.rows) return;
+      const int count = loaded(visible(q, n));
+      Slot* const slots = rows::tile_slots<P, S>();
+      rows::tile_stage<P, false>(static_cast<const S*>(p.x.data) + offset_of(p.x, c, row), count,
+                                 lane, slots);
+    }
+  };
+  Raw raw;
+  if constexpr (kPrefetch) fetch(first_row, query, cursor, raw);
+  if constexpr (kShared) {
+    stage(first_row, query, cursor);
+    async_copy::commit();
+  }
+  // kChunked (f32 rows of 16-byte vectors over a block of threads, up to 16 elements each):
+  // every step works chunk by chunk and leaves out the chunks that were not fetched (hidden by
+  // the causal rule or past the row's end): they are not converted, scaled, maximised,
+  // exponentiated or normalised, and store 0 (log-softmax: -inf) without a conversion. Their
+  // logits would be -inf, whose exp adds an exact 0 to the sum, so the results are the same. The
+  // form also keeps the softmax and log-softmax steps apart, where the compiler otherwise
+  // computes both and selects. H200 A/B (2026-11-27 05:59Z, kf-bench, same call, two passes),
+  // % of copy: f32 rows of 4096 87.0 -> 93.2 (log-softmax 86.9 -> 93.3), causal [8, 2048, 2048]
+  // with a mask 88.5 -> 92.2, the 2048 x 2048 seed 59.3 -> 60.7, every other row within 1.2
+  // points. Not for the others: the same form for every policy (05:44Z) lost where the per-chunk
+  // branches cost more than they save, with 32 elements a thread, a few lanes a row, or 16-bit
+  // rows (f32 rows of 1024 93.7 -> 65.8, of 16384 72.9 -> 52.2, f16 rows of 4096 86.6 -> 79.7;
+  // causal 16-bit rows +1 .. +2); scalar rows (unaligned, a branch per element) were not timed.
+  constexpr bool kChunked = sizeof(S) == 4 && P::vec > 1 && P::group > 32 && P::items <= 16;
+  for (int64_t first = first_row; first < w.rows;
+       first += walk_step, query = next_query(query), cursor = advanced(cursor)) {
+    const int64_t row = first + slot;
+    const int length = row < w.rows ? n : 0;  // rows past the end load and store nothing
+    const int64_t r = row < w.rows ? row : 0;
+    const int seen = visible(query, length);
+    const int count = loaded(seen);  // the columns fetched; -inf (x) and 0 (mask) after them
+    // Whether chunk k takes part: every chunk, or (kChunked) the fetched ones, whose columns are
+    // all below count (a multiple of P::vec).
+    const auto live = [&](int k) { return !kChunked || rows::tile_col<P>(lane, k) < count; };
+    T v[P::items];
+    if constexpr (kChunked) {
+      fetch(first, query, cursor, raw);
+#pragma unroll
+      for (int k = 0; k < P::chunks; ++k) {
+        if (!live(k)) continue;
+        if constexpr (kPairs) {
+          T xf[P::vec], mf[P::vec];
+          rows::widen_bf16_pairs(raw.x.packs[k], xf);
+          if constexpr (kMask) rows::widen_bf16_pairs(raw.mask.packs[k], mf);
+#pragma unroll
+          for (int e = 0; e < P::vec; ++e)
+            v[k * P::vec + e] = kMask ? scale * xf[e] + mf[e] : xf[e];
+        } else {
+#pragma unroll
+          for (int e = 0; e < P::vec; ++e) {
+            const T x = Traits::to_compute(raw.x.packs[k].v[e]);
+            if constexpr (kMask)
+              v[k * P::vec + e] = scale * x + Traits::to_compute(raw.mask.packs[k].v[e]);
+            else
+              v[k * P::vec + e] = x;
+          }
+        }
+      }
+      if (!kMask && scale != T(1)) {
+#pragma unroll
+        for (int k = 0; k < P::chunks; ++k)
+          if (live(k))
+#pragma unroll
+            for (int e = 0; e < P::vec; ++e) v[k * P::vec + e] *= scale;
+      }
+    } else {
+      T add[kMask ? P::items : 1];
+      if constexpr (kPrefetch) {
+        Raw next;
+        fetch(first + walk_step, next_query(query), advanced(cursor), next);
+        rows::tile_unpack<P, S, kPairs>(raw.x, count, lane, v, minus_inf);
+        if constexpr (kMask) rows::tile_unpack<P, S, kPairs>(raw.mask, count, lane, add, T(0));
+        raw = next;
+      } else if constexpr (kShared) {
+        async_copy::wait<0>();  // this thread's copies of the row have landed
+        const Slot* const slots = rows::tile_slots<P, S>();
+        rows::tile_read_staged<P, false>(slots, count, lane, raw.x);
+        stage(first + walk_step, next_query(query),
+              advanced(cursor));  // into the slots just read
+        async_copy::commit();
+        rows::tile_unpack<P, S, kPairs>(raw.x, count, lane, v, minus_inf);
+      } else if constexpr (P::items <= 16) {
+        fetch(first, query, cursor, raw);  // x's and the mask's loads in flight together
+        rows::tile_unpack<P, S, kPairs>(raw.x, count, lane, v, minus_inf);
+        if constexpr (kMask) rows::tile_unpack<P, S, kPairs>(raw.mask, count, lane, add, T(0));
+      } else {  // 32 elements a thread: both rows at once would spill (f32 at 128 registers)
+        rows::tile_load<P>(static_cast<const S*>(p.x.data) + offset_of(p.x, cursor, r), count, lane,
+                           v, minus_inf);
+        if constexpr (kMask)
+          rows::tile_load<P>(static_cast<const S*>(p.mask.data) + offset_of(p.mask, cursor, r),
+                             count, lane, add, T(0));
+      }
+      if constexpr (kMask) {
+#pragma unroll
+        for (int i = 0; i < P::items; ++i) v[i] = scale * v[i] + add[i];
+      } else if (scale != T(1)) {
+#pragma unroll
+        for (int i = 0; i < P::items; ++i) v[i] *= scale;
+      }
+      if (!(scale > T(0))) {  // scale * -inf is not -inf: the padding is set again
+#pragma unroll
+        for (int k = 0; k < P::chunks; ++k)
+          if (rows::tile_col<P>(lane, k) >= count)
+#pragma unroll
+            for (int e = 0; e < P::vec; ++e) v[k * P::vec + e] = minus_inf;
+      }
+    }
+    if (p.causal && seen < count) {
+      // Columns past the fetched ones are -inf already (or left out); the last fetched vector
+      // may hold hidden columns, [seen, count).
+#pragma unroll
+      for (int k = 0; k < P::chunks; ++k)
+        if (rows::tile_col<P>(lane, k) == count - P::vec)
+#pragma unroll
+          for (int e = 0; e < P::vec; ++e)
+            if (count - P::vec + e >= seen) v[k * P::vec + e] = minus_inf;
+    }
+    T max = minus_inf;  // NaN never wins (fmax), as in math::stats
+#pragma unroll
+    for (int k = 0; k < P::chunks; ++k)
+      if (live(k))
+#pragma unroll
+        for (int e = 0; e < P::vec; ++e) max = fmax(max, v[k * P::vec + e]);
+    max = rows::group_reduce<P::threads, false>(max, rows::Larger{}, P::group, scratch[0]);
+    T sum = 0;
+    if (p.log) {
+#pragma unroll
+      for (int k = 0; k < P::chunks; ++k)
+        if (live(k))
+#pragma unroll
+          for (int e = 0; e < P::vec; ++e)
+            sum += Prim::exp(v[k * P::vec + e] - max);  // exp(-inf) = 0
+    } else {
+#pragma unroll
+      for (int k = 0; k < P::chunks; ++k)
+        if (live(k))
+#pragma unroll
+          for (int e = 0; e < P::vec; ++e) {
+            v[k * P::vec + e] = Prim::exp(v[k * P::vec + e] - max);
+            sum += v[k * P::vec + e];
+          }
+    }
+    sum = rows::group_reduce<P::threads, false>(sum, rows::Plus{}, P::group, scratch[1]);
+    const bool hidden_row = max == minus_inf;  // gives 0 (log-softmax: -inf), not NaN
+    if (hidden_row) {
+      if constexpr (!kChunked) {  // (kChunked stores it below)
+#pragma unroll
+        for (int i = 0; i < P::items; ++i) v[i] = p.log ? minus_inf : T(0);
+      }
+    } else if (p.log) {
+      const T offset = max + st::log_of(sum);
+#pragma unroll
+      for (int k = 0; k < P::chunks; ++k)
+        if (live(k))
+#pragma unroll
+          for (int e = 0; e < P::vec; ++e) v[k * P::vec + e] -= offset;
+    } else {
+      const T inv_sum = T(1) / sum;
+#pragma unroll
+      for (int k = 0; k < P::chunks; ++k)
+        if (live(k))
+#pragma unroll
+          for (int e = 0; e < P::vec; ++e) v[k * P::vec + e] *= inv_sum;
+    }
+    S* const out = static_cast<S*>(p.out.data) + offset_of(p.out, cursor, r);
+    if constexpr (kChunked) {
+      using Vec = rows::Pack<S, P::vec>;
+#pragma unroll
+      for (int k = 0; k < P::chunks; ++k) {
+        const int c = rows::tile_col<P>(lane, k);
+        if (c >= length) continue;
+        Vec pack;
+        if (live(k) && !hidden_row) {
+#pragma unroll
+          for (int e = 0; e < P::vec; ++e) pack.v[e] = Traits::from_compute(v[k * P::vec + e]);
+        } else {
+          const S fill = Traits::from_compute(p.log ? minus_inf : T(0));
+#pragma unroll
+          for (int e = 0; e < P::vec; ++e) pack.v[e] = fill;
+        }
+        *reinterpret_cast<Vec*>(out + c) = pack;
+      }
+    } else {
+      rows::tile_store<P>(out, length, lane, v);
+    }
+  }
+}
+
+// The row's maximum and sum of exp from its blocks' own (rows::ClusterReducer::exchange): the
+// maximum by a butterfly over lanes that hold a block's values each, then each block's sum
+// rescaled to it (exp(block max - max), nothing from a block that saw only -inf) and added by a
+// second butterfly. A row with nothing but -inf keeps max = -inf and sum = 0.
+template <class Prim, class T>
+struct MergeMaxSums {
+  template <class Value>
+  __device__ math::stats::MaxSum<T> operator()(unsigned blocks, Value value) const {
+    const T minus_inf = math::stats::negative_infinity<T>();
+    const math::stats::MaxSum<T> mine =
+        rows::cluster_value_of_lane(blocks, value, math::stats::MaxSum<T>{minus_inf, T(0)});
+    const T max = rows::lanes_reduce(mine.max, rows::Larger{}, rows::kMaxClusterBlocks);
+    const T term = mine.max == minus_inf ? T(0) : mine.sum * Prim::exp(mine.max - max);
+    return {max, rows::lanes_reduce(term, rows::Plus{}, rows::kMaxClusterBlocks)};
+  }
+};
+
+// Staged rows (core/ops/rows/staged.cuh): x is copied to shared memory; pass 1 takes the row's
+// maximum, pass 2 its sum of exp, pass 3 writes (the same exact two-pass statistics as the
+// register-cached kernel). In a cluster, passes 1 and 2 take the block's own maximum and sum,
+// and one exchange combines them (MergeMaxSums): H200 A/B (2026-11-27 03:31Z, kf-bench, same
+// call, two passes), % of copy at rows of 262144, f32 / f16 / bf16: 70.7 / 68.8 / 64.4 with an
+// exchange for each, 72.9 / 70.4 / 67.0 with one. The mask, when present, is read from global
+// memory in each pass: it is usually broadcast over rows, so it stays in L1/L2. Three blocks per
+// SM: Nsight Compute on an H200 (2026-11-26) showed the clustered kernel of f32 rows of 262144 at
+// two resident blocks (106 registers, and a 135 KiB shared-memory carveout), 3.8 warps per
+// scheduler and 27 % of DRAM bandwidth; with this bound (80 registers, 8-40 bytes of spill) and the
+// carveout raised (prepare_staged_kernel), those rows went from 34.8 to 41.0 % of copy (f32) and
+// from 30 to 33 % (f16, bf16). Nsight Compute then (H200, 14:32Z) counted 82 instructions per f32
+// element, issue-bound: the staging divided and found the row's offset per 16-byte vector (~90
+// instructions each), and every pass tested the mask and the causal rule in 64 bits. The
+// staging now finds a long row's source once, the passes count in 32 bits, and kMasked (a mask
+// or the causal rule applies) is a separate instantiation: ~32 instructions per element, and
+// rows of 262144 went from 42 / 37 / 35 to 56 / 63 / 62 % of copy (H200, 14:37Z, same call).
+// kInPass: whether the clustered form restages the next row inside the output pass
+// (rows::for_each_tile; launch_staged picks it for 16-bit rows).
+template <class S, bool kClustered, bool kMasked,
+          bool kInPass = (kClustered && rows::StagedPolicy::restages_in_pass<S>())>
+__global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
+    staged_kernel(const __grid_constant__ Plan p, const rows::Staging g) {
+  using T = math::compute_t<S>;
+  using Traits = math::StorageTraits<S>;
+  using Prim = typename math::PrimitivesFor<S>::type;
+  namespace st = math::stats;
+  constexpr int V = 16 / sizeof(S);
+  using Vec = rows::Pack<S, V>;
+  extern __shared__ __align__(16) unsigned char staged_bytes[];
+  __shared__ T scratch[32];
+  __shared__ rows::ClusterMailbox mailbox;  // the clustered form's maximum and sum of exp
+  const rows::Walk& w = p.walk;
+  const int64_t n = w.row_length;
+  const T scale = static_cast<T>(p.scale), minus_inf = st::negative_infinity<T>();
+  rows::ClusterReducer cluster(mailbox, kClustered);
+  const int rank = rows::slice_rank(g);
+  const int64_t first_col = rank * g.slice;
+  const int64_t cols = n - first_col < g.slice ? n - first_col : g.slice;
+  S* const staged = reinterpret_cast<S*>(staged_bytes);
+  const int lane = threadIdx.x % g.group, slot = threadIdx.x / g.group;
+  const int groups = blockDim.x / g.group;
+  const int64_t tiles = (w.rows + g.rows_per_tile - 1) / g.rows_per_tile;
+  static_assert(kClustered || !kInPass);
+  const auto rows_in = [&](int64_t tile) {
+    const int64_t left = w.rows - tile * g.rows_per_tile;
+    return static_cast<int>(left < g.rows_per_tile ? left : g.rows_per_tile);
+  };
+  // Columns of this block's slice of `row` left visible by the causal rule, in whole vectors (the
+  // whole slice without it): the hidden ones, about half of a causal row, are neither staged nor
+  // read, and their outputs are written directly. Tiles of one row only (the clustered form's).
+  const auto visible = [&](int64_t row) -> int {
+    if (!(kMasked && p.causal) || g.rows_per_tile != 1) return static_cast<int>(cols);
+    const int64_t seen = row % p.query_rows + p.diagonal + 1 - first_col;
+    if (seen <= 0) return 0;
+    const int64_t vectors = (seen + V - 1) / V * V;
+    return static_cast<int>(vectors < cols ? vectors : cols);
+  };
+  const auto stage = [&](int64_t tile, int buffer) {
+    const int64_t row0 = tile * g.rows_per_tile;
+    rows::stage_rows(staged + buffer * g.buffer_elems, g.slice, rows_in(tile), visible(row0) / V,
+                     [&](int r) {
+                       return static_cast<const S*>(p.x.data) +
+                              rows::row_offset_cold(w, p.x, row0 + r) + first_col;
+                     });
+  };
+  const auto compute = [&](int64_t tile, int buffer, int64_t next) {
+    const int64_t row0 = tile * g.rows_per_tile;
+    const int tile_rows = rows_in(tile);
+    // Rolling, kInPass (rows::for_each_tile): the next row's vectors of this thread's slots,
+    // staged as the output pass leaves each slot.
+    S* const slots = staged + buffer * g.buffer_elems;
+    const S* next_x = nullptr;
+    int next_seen = 0;
+    if (kInPass && next >= 0) {
+      next_x = static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, next) + first_col;
+      next_seen = visible(next);
+    }
+    const auto restage = [&](int c) {
+      if (kInPass && c < next_seen) async_copy::copy16(slots + c, next_x + c);
+    };
+    for (int base = 0; base < tile_rows; base += groups) {
+      // Lanes past the tile's rows still take part in their group's shuffles.
+      const int r = base + slot;
+      const int length = r < tile_rows ? static_cast<int>(cols) : 0;  // cols <= a slice
+      const int64_t row = row0 + (r < tile_rows ? r : 0);
+      const int seen = length < visible(row) ? length : visible(row);  // the staged columns
+      const S* x_row = staged + buffer * g.buffer_elems + (r < tile_rows ? r : 0) * g.slice;
+      const S* mask = kMasked && p.mask.data ? static_cast<const S*>(p.mask.data) +
+                                                   rows::row_offset_cold(w, p.mask, row) + first_col
+                                             : nullptr;
+      const int64_t query = kMasked ? row % p.query_rows : 0;
+      // The logits of one vector: scale * x + mask, -inf where the causal mask hides them.
+      const auto logits = [&](int c, T(&v)[V]) {
+        const Vec xv = *reinterpret_cast<const Vec*>(x_row + c);
+        Vec mv;
+        if (kMasked && mask) mv = *reinterpret_cast<const Vec*>(mask + c);
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+          v[e] = scale * Traits::to_compute(xv.v[e]);
+          if (kMasked && mask) v[e] += Traits::to_compute(mv.v[e]);
+          if (kMasked && p.causal && st::causal_hidden(query, first_col + c + e, p.diagonal))
+            v[e] = minus_inf;
+        }
+      };
+      T max = minus_inf;
+      for (int c = lane * V; c < seen; c += g.group * V) {
+        T v[V];
+        logits(c, v);
+#pragma unroll
+        for (int e = 0; e < V; ++e) max = v[e] > max ? v[e] : max;
+      }
+      max = rows::group_reduce<rows::StagedPolicy::threads>(max, rows::Larger{}, g.group, scratch);
+      T sum = 0;
+      if (max != minus_inf) {
+        for (int c = lane * V; c < seen; c += g.group * V) {
+          T v[V];
+          logits(c, v);
+#pragma unroll
+          for (int e = 0; e < V; ++e) sum += Prim::exp(v[e] - max);  // exp(-inf) = 0
+        }
+      }
+      sum = rows::group_reduce<rows::StagedPolicy::threads>(sum, rows::Plus{}, g.group, scratch);
+      if constexpr (kClustered) {
+        // One exchange a row: each block's maximum and its sum of exp relative to it.
+        const st::MaxSum<T> merged =
+            cluster.exchange(st::MaxSum<T>{max, sum}, MergeMaxSums<Prim, T>{});
+        max = merged.max;
+        sum = merged.sum;
+      }
+      S* out = static_cast<S*>(p.out.data) + rows::row_offset_cold(w, p.out, row) + first_col;
+      // Hidden columns (and every column of a fully masked row) give 0 (log-softmax: -inf).
+      const auto write_hidden = [&](int from) {
+        Vec yv;
+#pragma unroll
+        for (int e = 0; e < V; ++e) yv.v[e] = Traits::from_compute(p.log ? minus_inf : T(0));
+        for (int c = from + lane * V; c < length; c += g.group * V)
+          *reinterpret_cast<Vec*>(out + c) = yv;
+      };
+      int c = lane * V;        // the output pass's column: where restaging goes on after it
+      if (max == minus_inf) {  // a fully masked row gives 0 (log-softmax: -inf), not NaN
+        write_hidden(0);
+      } else if (p.log) {
+        const T offset = max + st::log_of(sum);
+        for (; c < seen; c += g.group * V) {
+          T v[V];
+          logits(c, v);
+          Vec yv;
+#pragma unroll
+          for (int e = 0; e < V; ++e) yv.v[e] = Traits::from_compute(v[e] - offset);
+          *reinterpret_cast<Vec*>(out + c) = yv;
+          restage(c);
+        }
+        write_hidden(seen);
+      } else {
+        const T inv_sum = T(1) / sum;
+        for (; c < seen; c += g.group * V) {
+          T v[V];
+          logits(c, v);
+          Vec yv;
+#pragma unroll
+          for (int e = 0; e < V; ++e)
+            yv.v[e] = Traits::from_compute(Prim::exp(v[e] - max) * inv_sum);
+          *reinterpret_cast<Vec*>(out + c) = yv;
+          restage(c);
+        }
+        write_hidden(seen);
+      }
+      if (kInPass)
+        for (; c < next_seen; c += g.group * V) restage(c);  // slots the output pass left alone
+    }
+  };
+  rows::for_each_tile<kInPass>(g, tiles, stage, compute);
+  if constexpr (kClustered) cluster.done();
+}
+
+// Runs the staged kernel when the rows fit it (16-bit and 32-bit types); false otherwise.
+template <class S>
+bool launch_staged(const Plan& p, int32_t device, cudaStream_t stream) {
+  if constexpr (sizeof(S) > 4) {
+    return false;
+  } else {
+    if (p.walk.rows >= rows::kMaxColdRows) return false;  // row offsets in 32 bits (rows.hpp)
+    // Only rows past 64 KiB are staged (the cluster path: 5..7x over streaming on an H200,
+    // 2026-11-26): for shorter rows the register-cached kernel was faster in the same run at
+    // every length measured (f32 and bf16, 64..16384: by 15..55 %).
+    if (p.walk.row_length * int64_t{sizeof(S)} <= rows::StagedPolicy::slice_bytes) return false;
+    if (p.mask.data || p.causal)
+      return rows::stage_and_launch<staged_kernel<S, false, true>, staged_kernel<S, true, true>>(
+          p, p.walk, sizeof(S), 1, device, stream, "softmax kernel launch");
+    // 16-bit rows without a mask restage the next row inside the output pass where the SMs are
+    // not rows::tile_issue_lean. H100 A/B (2026-11-27 17:00Z, kf-bench, same call, three
+    // passes), rows of 262144, % of copy, after the pass -> in it: f16 82.6 / 80.3 / 82.5 ->
+    // 84.0 / 81.3 / 83.5, bf16 82.1 / 79.6 / 81.5 -> 83.8 / 80.6 / 83.4 (the H200 keeps the
+    // order it was measured with; the masked form was not timed).
+    if constexpr (sizeof(S) == 2) {
+      if (!rows::tile_issue_lean(device))
+        return rows::stage_and_launch<staged_kernel<S, false, false>,
+                                      staged_kernel<S, true, false, true>>(
+            p, p.walk, sizeof(S), 1, device, stream, "softmax kernel launch");
+    }
+    return rows::stage_and_launch<staged_kernel<S, false, false>, staged_kernel<S, true, false>>(
+        p, p.walk, sizeof(S), 1, device, stream, "softmax kernel launch");
+  }
+}
+
+// The lean builds of the common form (rows::tile_lean_blocks, as the norms': the 16-bit rows of
+// 4097..8192 at two blocks an SM, measured within 0.3 of one, as their kernels fit two already).
+// The four-block build: the rows of up to 512 took 80 registers (three blocks) and take 64 for
+// four; the block a row of 2049..4096 already took 64. H200 A/B (2026-11-29 09:12Z, kf-bench, one
+// library with both builds, same call, two passes), f32, % of copy, three blocks -> four: rows of
+// 64 92.2 / 92.3 -> 92.9 / 93.1, of 256 92.4 / 92.2 -> 93.8 / 93.8, of 4096 93.2 / 93.2 -> 93.4
+// / 93.6 (rows of 1024, another policy: 93.7 / 93.6 -> 93.7 / 93.7).
+//
+// The common form's kernels, for rows::launch_common_tile_kernel (kBlocks: the resident blocks
+// an SM it is compiled for, 0 for rows::tile_min_blocks).
+template <class P, class S, int kBlocks = 0>
+struct CommonCached {
+  template <bool kStage>
+  static constexpr auto kernel = cached_kernel<P, S, false, kStage, kBlocks>;
+};
+
+template <class S, int V>
+bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
+  if (p.walk.rows >= rows::kMaxColdRows) return false;  // row offsets in 32 bits (rows.hpp)
+  return rows::with_tile_policy<S, V>(p.walk.row_length, p.mask.data == nullptr, [&](auto policy) {
+    using P = decltype(policy);
+    if (p.mask.data) {
+      rows::launch_tile_kernel<P, S, cached_kernel<P, S, true>>(p, p.walk.rows, device, stream,
+                                                                false);
+    } else {
+      if constexpr (rows::tile_lean_blocks<P, S>() > 0) {
+        if (rows::tile_issue_lean(device)) {
+          rows::launch_common_tile_kernel<P, S, CommonCached<P, S, rows::tile_lean_blocks<P, S>()>>(
+              p, p.walk.rows, device, stream);
+          return;
+        }
+      }
+      rows::launch_common_tile_kernel<P, S, CommonCached<P, S>>(p, p.walk.rows, device, stream);
+    }
+  });
+}
+
+// 16-byte vectors when every row of x, mask and out starts aligned and the length divides.
+template <class S>
+bool vectors_fit(const Plan& p) {
+  constexpr int V = 16 / sizeof(S);
+  return p.walk.row_length % V == 0 && rows::rows_aligned_16(p.walk, p.x, sizeof(S)) &&
+         rows::rows_aligned_16(p.walk, p.mask, sizeof(S)) &&
+         rows::rows_aligned_16(p.walk, p.out, sizeof(S));
+}
+
+template <class S>
+void launch(const Plan& p, int32_t device, cudaStream_t stream) {
+  rows::launch_in_order(p, vectors_fit<S>(p), device, stream, &launch_staged<S>,
+                        &launch_cached<S, 16 / sizeof(S)>, &launch_cached<S, 1>,
+                        &streaming_kernel<StreamPolicy, S>, StreamPolicy::threads,
+                        "softmax kernel launch");
+}
+
+}  // namespace
+}  // namespace kf::softmax

@@ -1,0 +1,12 @@
+// The softmax family's CUDA launches for f32 storage (cuda.cuh), in a translation unit of their
+// own.
+#include "core/ops/softmax/cuda.cuh"
+#include "core/ops/softmax/cuda_storage.hpp"
+
+namespace kf::softmax {
+
+void run_cuda_as(float, const Plan& plan, int32_t device_id, cudaStream_t stream) {
+  launch<float>(plan, device_id, stream);
+}
+
+}  // namespace kf::softmax

@@ -1,0 +1,20 @@
+// The softmax family's CUDA entry for each storage type, one translation unit each
+// (cuda_f32.cu, cuda_f16.cu, cuda_bf16.cu, cuda_f64.cu), overloaded on a value of the type so
+// that rows::with_float_storage picks one. Include only from the family's .cu files.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/math/numeric.hpp"
+#include "core/ops/softmax/softmax.hpp"
+
+namespace kf::softmax {
+
+void run_cuda_as(float, const Plan& plan, int32_t device_id, cudaStream_t stream);
+void run_cuda_as(math::half_t, const Plan& plan, int32_t device_id, cudaStream_t stream);
+void run_cuda_as(math::bfloat16_t, const Plan& plan, int32_t device_id, cudaStream_t stream);
+void run_cuda_as(double, const Plan& plan, int32_t device_id, cudaStream_t stream);
+
+}  // namespace kf::softmax
