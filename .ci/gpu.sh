@@ -81,10 +81,10 @@ if [[ -n $SANITIZER ]] && ((build_rc == 0)); then
   mapfile -t cuda_tests < <(find "$BUILD/tests" -type f -perm -u+x -name '*_cuda' | sort)
   # One entry per run: SHARDS TOOL BINARY [ARGS...] (SHARDS > 1: a GoogleTest shard, see below).
   # racecheck (shared-memory hazards) covers the op tests; its slowest binaries, the row kernels'
-  # tests, run in four shards each and go first.
+  # tests, run in six shards each and go first.
   for bin in "${cuda_tests[@]}"; do
     if [[ $bin == */ops/norm_* || $bin == */ops/softmax_* ]]; then
-      for shard in 0 1 2 3; do san_runs+=("$shard/4 racecheck $bin"); done
+      for shard in 0 1 2 3 4 5; do san_runs+=("$shard/6 racecheck $bin"); done
     fi
   done
   for bin in "${cuda_tests[@]}"; do
