@@ -250,10 +250,11 @@ TEST_P(BatchNormTest, VectorLayouts) {
 }
 
 // More channels than a GPU holds staging clusters at once (800 channels of 19200 elements: f32
-// takes clusters of 3 blocks, 16-bit ones of 2, at most ~260 and ~400 of them resident on an
-// H100 or H200): on CUDA the clusters stay resident and walk the channels, each block restaging
-// its slice of the next channel as it finishes the current one, alternating its cluster
-// exchange slots. CUDA only: the CPU backend has no such loop, and the tensor is large.
+// takes clusters of 3 blocks (2 of larger slices on an H200), 16-bit ones of 2, at most a few
+// hundred of them resident on an H100 or H200): on CUDA the clusters stay resident and walk the
+// channels, each block restaging its slice of the next channel as it finishes the current one,
+// alternating its cluster exchange slots. CUDA only: the CPU backend has no such loop, and the
+// tensor is large.
 TEST_P(BatchNormTest, ChannelsPerResidentCluster) {
   if (kf_test::device_under_test() != KF_DEVICE_CUDA)
     GTEST_SKIP() << "the resident-cluster loop is of the CUDA backend";

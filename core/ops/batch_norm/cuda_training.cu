@@ -56,12 +56,23 @@ struct ChannelPolicy {  // a block (or a cluster of max_split at most) per chann
 // f32 and lost for 16-bit data on an H200 (A/B, 2026-11-27 09:04Z, same call, two passes):
 // 63.0 / 64.7 / 63.5 -> 65.5 / 62.8 / 59.9. So 4- and 8-byte types take two buffers where both
 // fit in large_slice_bytes (three blocks an SM), 16-bit types one.
+// Where the SMs are rows::tile_issue_lean (H200), a channel of more than one large slice takes
+// large slices, in the fewest blocks. H200, kf-bench, NCHW 42 / 84 x 256 x 56 x 56 + ReLU (515 KiB
+// channels), % of copy f32 / f16 / bf16: with the split forced (2026-11-29, about 14:22Z-14:24Z,
+// one library, same calls), 15 blocks of 34 KiB (two buffers for f32) 65.7 / 63.5 / 61.8, 8 of 64
+// KiB 71.5-71.9 / 68.4-70.4 / 68.7, 7 of 74 KiB (past large_slice_bytes) 71.5 / 71.0 / 68.4; more,
+// smaller slices lost with as many bytes resident (f16: 12 x 43 KiB 67.4, 14 x 37 KiB 66.4, 16 x 32
+// KiB 62.1), fewer, larger ones with fewer blocks an SM (f16: 5 x 103 KiB 65.9, 4 x 129 KiB 53.8).
+// A/B of this rule (about 14:26Z, the library before it and after, same call, three
+// passes): 65.3-66.2 / 63.3-64.0 / 61.6-62.3 -> 71.3-71.6 / 68.6-70.9 / 68.3-68.4, inference
+// unchanged. On the H100 the run of 2026-11-26 14:48Z above favoured the 36 KiB slices for 16-bit
+// data; it keeps them.
 struct StagedTrainingPolicy {
   static constexpr int threads = 256;
   static constexpr int max_portable_split = 8;
   static constexpr int max_split = 16;  // non-portable, where the device can hold one
   static constexpr int64_t slice_bytes = 36 * 1024;
-  static constexpr int64_t large_slice_bytes = 72 * 1024;  // when 36 KiB slices need > max
+  static constexpr int64_t large_slice_bytes = 72 * 1024;  // see above
 };
 
 struct ColumnPolicy {  // one block per `lanes` adjacent channels of channels-last data
@@ -369,9 +380,13 @@ bool launch_staged_training(const Plan& p, int32_t device, cudaStream_t stream) 
   if (vectors >= (int64_t{1} << 31)) return false;
   const int max_split = prepare_staged_training<S>(device);
   // 36 KiB slices (six blocks an SM), or 72 KiB ones (three) when a channel needs more blocks
-  // than a cluster may hold.
+  // than a cluster may hold, or where the device takes large slices (StagedTrainingPolicy)
+  // and a channel needs more than one of them.
+  constexpr int64_t kLarge = Policy::large_slice_bytes / 16;  // vectors of a large slice
+  const bool large_first = vectors > kLarge && rows::tile_issue_lean(device);
   int64_t split = 0;
-  for (const int64_t bytes : {Policy::slice_bytes, Policy::large_slice_bytes}) {
+  for (const int64_t bytes :
+       {large_first ? Policy::large_slice_bytes : Policy::slice_bytes, Policy::large_slice_bytes}) {
     split = (vectors + bytes / 16 - 1) / (bytes / 16);
     if (split <= max_split) break;
   }
