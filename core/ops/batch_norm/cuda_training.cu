@@ -59,14 +59,14 @@ struct ChannelPolicy {  // a block (or a cluster of max_split at most) per chann
 // Where the SMs are rows::tile_issue_lean (H200), a channel of more than one large slice takes
 // large slices, in the fewest blocks. H200, kf-bench, NCHW 42 / 84 x 256 x 56 x 56 + ReLU (515 KiB
 // channels), % of copy f32 / f16 / bf16: with the split forced (2026-11-29, about 14:22Z-14:24Z,
-// one library, same calls), 15 blocks of 34 KiB (two buffers for f32) 65.7 / 63.5 / 61.8, 8 of 64
-// KiB 71.5-71.9 / 68.4-70.4 / 68.7, 7 of 74 KiB (past large_slice_bytes) 71.5 / 71.0 / 68.4; more,
-// smaller slices lost with as many bytes resident (f16: 12 x 43 KiB 67.4, 14 x 37 KiB 66.4, 16 x 32
-// KiB 62.1), fewer, larger ones with fewer blocks an SM (f16: 5 x 103 KiB 65.9, 4 x 129 KiB 53.8).
-// A/B of this rule (about 14:26Z, the library before it and after, same call, three
-// passes): 65.3-66.2 / 63.3-64.0 / 61.6-62.3 -> 71.3-71.6 / 68.6-70.9 / 68.3-68.4, inference
-// unchanged. On the H100 the run of 2026-11-26 14:48Z above favoured the 36 KiB slices for 16-bit
-// data; it keeps them.
+// one library, same calls), 15 blocks of 34 KiB (the rule before; two buffers for f32) 65.1-65.7 /
+// 63.5-63.9 / 61.8, 8 of 64 KiB 71.5-71.9 / 68.4-70.6 / 68.7, 7 of 74 KiB (past
+// large_slice_bytes) 71.5 / 71.0 / 68.4; more, smaller slices lost, with 19.5-24.8 MB resident
+// (f16: 12 x 43 KiB 67.4, 14 x 37 KiB 66.4, 16 x 32 KiB 62.1), fewer, larger ones with fewer blocks
+// an SM (f16: 5 x 103 KiB 65.9, 4 x 129 KiB 53.8). A/B of this rule (about 14:26Z, the library
+// before it and after, same call, three passes): 65.3-66.2 / 63.3-64.0 / 61.6-62.3 -> 71.3-71.6
+// / 68.6-70.9 / 68.3-68.4, inference unchanged. On the H100 the run of 2026-11-26 14:48Z above
+// favoured the 36 KiB slices for 16-bit data; it keeps them.
 struct StagedTrainingPolicy {
   static constexpr int threads = 256;
   static constexpr int max_portable_split = 8;
