@@ -5,7 +5,8 @@
 // element, so the variance keeps its precision for large means); a channel's parts meet in a
 // fixed order, and one thread updates its running statistics.
 //  - Channels-first data whose channel runs fill whole 16-byte vectors, with channels of up to
-//    16 x 36 KiB or 8 x 72 KiB (one slice without clusters): the staged kernel. A block, or on
+//    16 slices of 72 KiB (8 where the device holds no 16-block cluster, one without clusters;
+//    StagedTrainingPolicy says which slice size a channel takes): the staged kernel. A block, or on
 //    sm_90 a cluster of up to 16 blocks, per channel; each block copies its slice of the channel
 //    into shared memory with cp.async, reduces it there, the blocks' sums meet through
 //    distributed shared memory, and each block normalises its slice from shared memory: x is
