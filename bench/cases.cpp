@@ -81,6 +81,7 @@ CaseRunner::CaseRunner(const Options& options, kf_context_t* ctx, kf_stream_t* s
       ctx_(ctx),
       stream_(stream),
       cache_bytes_(cache_bytes),
+      device_(device),
       timer_(ctx, stream, device, options.iters) {}
 
 std::vector<CaseRunner::ShapeSpec> CaseRunner::shapes_for(kf_dtype_t dtype) const {
@@ -218,6 +219,9 @@ void CaseRunner::run_shape(kf_dtype_t dtype, const ShapeSpec& spec,
       }
       r.fused_us = median(timer_.time_runs(warmup, options_.iters, fused));
       r.unfused_us = median(timer_.time_runs(warmup, options_.iters, unfused));
+      if (device_ == KF_DEVICE_CUDA && r.size_class == "seed")
+        r.back_to_back_us =
+            median(timer_.time_batches(warmup, options_.iters, kBackToBackRuns, fused));
     } catch (const Failure& e) {
       r.failed = true;
       r.check = std::string("error: ") + e.what();
@@ -255,7 +259,7 @@ HostCostResult CaseRunner::run_host_cost() {
     // excluded), then on CUDA a batch of empty-kernel launches through <<<>>> and one through
     // cuLaunchKernel, timed the same way. Interleaved rounds let the floors and the library
     // see the same machine: on these virtualised hosts the floors drift by ~0.5 us over seconds.
-    std::vector<double> per_call, per_empty, per_empty_driver;
+    std::vector<double> per_call, per_empty, per_empty_driver, per_empty_dependent;
     bool floors_ok = native != nullptr;
     auto round = [&](int64_t batch, bool keep) {
       const double start = now_us();
@@ -268,8 +272,10 @@ HostCostResult CaseRunner::run_host_cost() {
       if (keep) per_call.push_back(us);
 #if defined(KF_BENCH_WITH_CUDA)
       if (floors_ok) {
-        const double empty = empty_launch_batch_us(native, batch, /*driver_api=*/false);
-        const double driver = empty_launch_batch_us(native, batch, /*driver_api=*/true);
+        const double empty = empty_launch_batch_us(native, batch, LaunchPath::runtime);
+        const double driver = empty_launch_batch_us(native, batch, LaunchPath::driver);
+        const double dependent = empty_launch_batch_us(native, batch, LaunchPath::driver_dependent);
+        if (keep && dependent > 0) per_empty_dependent.push_back(dependent);
         floors_ok = empty > 0 && driver > 0;
         if (keep) {
           per_empty.push_back(empty);
@@ -297,6 +303,8 @@ HostCostResult CaseRunner::run_host_cost() {
       if (floors_ok && !per_empty.empty()) {
         result.us_empty_launch = median(per_empty);
         result.us_empty_launch_driver = median(per_empty_driver);
+        if (!per_empty_dependent.empty())
+          result.us_empty_launch_dependent = median(per_empty_dependent);
       }
     }
     if (options_.check) {

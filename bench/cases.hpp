@@ -14,6 +14,9 @@
 
 namespace kf_bench {
 
+// Runs per batch where the seed rows are also timed back to back (RunTimer::time_batches).
+constexpr int kBackToBackRuns = 20;
+
 struct CaseResult {
   Op op = Op::kAdd;
   kf_activation_t act = KF_ACTIVATION_NONE;
@@ -25,6 +28,9 @@ struct CaseResult {
   double bytes = 0;              // fused traffic: a, b and out once each
   double fused_us = 0;           // medians
   double unfused_us = 0;
+  // CUDA seed rows: the fused op timed back to back (RunTimer::time_batches), median per run;
+  // for reference, not a target (the targets use fused_us). 0 where not measured.
+  double back_to_back_us = 0;
   std::string check = "skipped";  // "ok", "skipped", or what went wrong
   bool failed = false;
 
@@ -43,7 +49,9 @@ struct HostCostResult {
   double us_per_call_mean = 0;  // the same, averaged over all calls (OS noise included)
   double us_empty_launch = -1;  // CUDA: the same measurement (median) of an empty kernel's launch,
                                 // in batches interleaved with the library's
-  double us_empty_launch_driver = -1;  // ... launched with the driver's cuLaunchKernel
+  double us_empty_launch_driver = -1;     // ... launched with the driver's cuLaunchKernel
+  double us_empty_launch_dependent = -1;  // ... with cuLaunchKernelEx as a dependent launch
+                                          // (sm_90), the element-wise ops' path there
   std::string error;  // empty on success: a failed call, or (checked) an output mismatch
 };
 
@@ -78,6 +86,7 @@ class CaseRunner {
   kf_context_t* ctx_;
   kf_stream_t* stream_;
   uint64_t cache_bytes_;
+  kf_device_type_t device_;
   RunTimer timer_;
 };
 

@@ -53,6 +53,30 @@ std::vector<double> RunTimer::time_runs(int warmup, int runs,
   return us;
 }
 
+std::vector<double> RunTimer::time_batches(int warmup, int batches, int per_batch,
+                                           const std::function<void(int)>& body) {
+  if (device_ != KF_DEVICE_CUDA) throw Failure("back-to-back batches are timed on CUDA only");
+  if (static_cast<size_t>(batches) + 1 > events_.size())
+    throw Failure("more timed batches than events");
+  for (int i = 0; i < warmup; ++i) body(i);
+  check(kf_event_record(events_[0].get(), stream_), "kf_event_record");
+  int run = warmup;
+  for (int b = 0; b < batches; ++b) {
+    for (int i = 0; i < per_batch; ++i) body(run++);
+    check(kf_event_record(events_[static_cast<size_t>(b) + 1].get(), stream_), "kf_event_record");
+  }
+  check(kf_event_synchronize(events_[static_cast<size_t>(batches)].get()), "kf_event_synchronize");
+  std::vector<double> us(static_cast<size_t>(batches));
+  for (int b = 0; b < batches; ++b) {
+    float ms = 0;
+    check(kf_event_elapsed_ms(events_[static_cast<size_t>(b)].get(),
+                              events_[static_cast<size_t>(b) + 1].get(), &ms),
+          "kf_event_elapsed_ms");
+    us[static_cast<size_t>(b)] = 1000.0 * ms / per_batch;
+  }
+  return us;
+}
+
 double median(std::vector<double> values) {
   if (values.empty()) return 0.0;
   const size_t mid = values.size() / 2;

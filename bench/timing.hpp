@@ -24,6 +24,13 @@ class RunTimer {
   // is timed with the host clock around the call and a stream synchronisation.
   std::vector<double> time_runs(int warmup, int runs, const std::function<void(int)>& body);
 
+  // CUDA only: `batches` batches of `per_batch` runs queued back to back, an event only before
+  // and after each batch, so that nothing but the stream's order separates one run from the
+  // next (an event between two kernels makes the second wait for the first to drain). Returns
+  // each batch's time divided by per_batch, in microseconds. batches <= max_runs.
+  std::vector<double> time_batches(int warmup, int batches, int per_batch,
+                                   const std::function<void(int)>& body);
+
  private:
   kf_context_t* ctx_;
   kf_stream_t* stream_;
@@ -52,10 +59,15 @@ CopyCeiling measure_device_copy(int device_id, size_t bytes, int warmup, int run
 // "CUDA runtime 13.0, driver supports 13.0", or "" in a CPU-only build.
 std::string cuda_version_string();
 
+// The ways an empty kernel is launched for the host-cost floors: the runtime's <<<>>>, the
+// driver's cuLaunchKernel, and the driver's cuLaunchKernelEx as a programmatic dependent launch
+// (sm_90; the path the library's element-wise ops take there).
+enum class LaunchPath { runtime, driver, driver_dependent };
+
 // Host microseconds per launch of an empty kernel on native_stream (a cudaStream_t) over one
-// batch of `launches`, timed inside the launches, then the stream drained; through the runtime's
-// <<<>>> or the driver's cuLaunchKernel; -1 on a CUDA error. CUDA builds only.
-double empty_launch_batch_us(void* native_stream, int64_t launches, bool driver_api);
+// batch of `launches`, timed inside the launches, then the stream drained; -1 on a CUDA error or
+// where the path is not available (a dependent launch before sm_90). CUDA builds only.
+double empty_launch_batch_us(void* native_stream, int64_t launches, LaunchPath path);
 
 // Wall-clock time in microseconds since an arbitrary start.
 double now_us();

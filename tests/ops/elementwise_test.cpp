@@ -443,6 +443,72 @@ TEST_F(Elementwise, ExplicitStream) {
   KF_ASSERT_OK(kf_stream_destroy(stream));
 }
 
+// Every call reads what the call before it wrote and overwrites what that call read, queued
+// back to back on one stream. On sm_90 the CUDA kernels are dependent launches that may start
+// while the kernel before them still runs, so this checks that none of them reads or writes
+// before that kernel has finished. In the transposed case each call reads every part of the
+// previous call's output in another order than it was written, so an early read is likely to
+// meet stale data wherever it happens. Integer-valued data keeps every sum exact in f32.
+TEST_F(Elementwise, BackToBackCallsSeeEachOthersResults) {
+  constexpr int kRounds = 50;
+  struct Case {
+    std::string what;
+    Shape shape, b1_shape, b2_shape;  // y = x + b1, then x = y + b2 (or y^T + b2), kRounds times
+    bool transposed;
+  };
+  const int64_t n = (int64_t{1} << 20) + 3;
+  const std::vector<Case> cases = {
+      {"dense", {n}, {n}, {n}, false},
+      {"bias row", {512, 2052}, {2052}, {2052}, false},
+      {"column broadcast (strided kernel)", {1027, 1021}, {1027, 1}, {1027, 1}, false},
+      {"dense, then a transposed read (strided kernel)", {1021, 1021}, {1021, 1021}, {1021}, true},
+  };
+  uint64_t salt = base_seed();
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    const size_t count = static_cast<size_t>(kf_test::numel(c.shape));
+    // x0 in [-3000, 3000], b1 and b2 nonzero in [-10, 10], all whole numbers.
+    const auto whole = [&](const Shape& shape, double scale, bool nonzero) {
+      std::vector<double> v =
+          kf_test::random_values(static_cast<size_t>(kf_test::numel(shape)), ++salt);
+      for (double& e : v) e = std::round(e * scale) + (nonzero ? (e < 0 ? -1.0 : 1.0) : 0.0);
+      return v;
+    };
+    const std::vector<double> x0 = whole(c.shape, 1000.0, false);
+    const std::vector<double> b1 = whole(c.b1_shape, 3.0, true);
+    const std::vector<double> b2 = whole(c.b2_shape, 3.0, true);
+    Tensor x = tensor(c.shape), y = tensor(c.shape);
+    Tensor b1_t = tensor(c.b1_shape), b2_t = tensor(c.b2_shape);
+    const int64_t side = c.shape[0];
+    Tensor y_read = c.transposed ? make_view(y, KF_DTYPE_FLOAT32, c.shape, {1, side}, 0) : Tensor();
+    kf_tensor_t* second_input = c.transposed ? static_cast<kf_tensor_t*>(y_read) : y;
+    kf_test::upload(x, x0);
+    kf_test::upload(b1_t, b1);
+    kf_test::upload(b2_t, b2);
+    kf_test::poison(y);
+    for (int r = 0; r < kRounds; ++r) {
+      KF_ASSERT_OK(
+          kf_fused_elementwise_add_activation(ctx(), x, b1_t, y, KF_ACTIVATION_NONE, nullptr));
+      KF_ASSERT_OK(kf_fused_elementwise_add_activation(ctx(), second_input, b2_t, x,
+                                                       KF_ACTIVATION_NONE, nullptr));
+    }
+    // The same rounds on the host, in double.
+    std::vector<double> x_want = x0, y_want(count), read(count);
+    for (int r = 0; r < kRounds; ++r) {
+      y_want = reference(Op::add, KF_ACTIVATION_NONE, x_want, c.shape, b1, c.b1_shape);
+      read = y_want;
+      if (c.transposed) {
+        for (int64_t i = 0; i < side; ++i)
+          for (int64_t j = 0; j < side; ++j)
+            read[static_cast<size_t>(i * side + j)] = y_want[static_cast<size_t>(j * side + i)];
+      }
+      x_want = reference(Op::add, KF_ACTIVATION_NONE, read, c.shape, b2, c.b2_shape);
+    }
+    kf_test::expect_close(kf_test::download(x), x_want, 0.0, c.what + ": x");
+    kf_test::expect_close(kf_test::download(y), y_want, 0.0, c.what + ": y");
+  }
+}
+
 TEST_F(Elementwise, EmptyTensorsSucceed) {
   Tensor a = tensor({0, 5}), b = tensor({5}), out = tensor({0, 5});
   KF_ASSERT_OK(kf_fused_elementwise_add_activation(ctx(), a, b, out, KF_ACTIVATION_GELU, nullptr));

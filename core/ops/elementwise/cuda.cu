@@ -10,7 +10,9 @@
 // fits, else 64-bit). Both use grid-stride loops: the dense kernel over one pass of blocks (each
 // thread's loop then runs once, twice where a launch's 2^30 elements need it), the strided kernel
 // over (SMs x resident blocks per SM), one full wave. Launches are asynchronous: no allocation, no
-// synchronisation.
+// synchronisation. On sm_90 both are dependent launches (core/runtime/cuda/grid_dependency.cuh):
+// an op queued right behind another kernel is placed on the SMs while that kernel's last blocks
+// run, and waits for its completion before reading anything.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -21,6 +23,7 @@
 #include "core/ops/elementwise/elementwise.hpp"
 #include "core/ops/fast_divmod.cuh"
 #include "core/runtime/cuda/device_caps.hpp"
+#include "core/runtime/cuda/grid_dependency.cuh"
 #include "core/runtime/cuda/launch.hpp"
 #include "core/runtime/error.hpp"
 
@@ -202,6 +205,8 @@ __device__ __forceinline__ void dense_loop(const DenseArgs<S>& args, math::compu
 template <class Policy, class S, class Op, class Act, BMode Mode>
 __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
     dense_kernel(DenseArgs<S> args) {
+  cuda::wait_prior_grid();  // a dependent launch: nothing global is touched before this
+  cuda::allow_next_grid();
   using Fused = FusedOp<S, Op, Act>;
   using Traits = math::StorageTraits<S>;
   using T = math::compute_t<S>;
@@ -253,6 +258,8 @@ struct StridedArgs {
 template <class Policy, class S, class Op, class Index>
 __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
     strided_kernel(const S* a, const S* __restrict__ b, S* out, StridedArgs<Index> args) {
+  cuda::wait_prior_grid();  // a dependent launch: nothing global is touched before this
+  cuda::allow_next_grid();
   using Traits = math::StorageTraits<S>;
   using T = math::compute_t<S>;
   constexpr int kUnroll = Policy::unroll;
@@ -369,8 +376,8 @@ void launch_dense(const Plan& p, const Target& t) {
         args.bias_fixed = true;
       }
     }
-    cuda::launch(kernel, t.device, grid, Policy::threads, t.stream, "elementwise kernel launch",
-                 args);
+    cuda::launch_dependent(kernel, t.device, grid, Policy::threads, t.stream,
+                           "elementwise kernel launch", args);
   }
 }
 
@@ -392,9 +399,9 @@ void launch_strided(const Plan& p, const Target& t) {
   }
   const uint32_t grid =
       grid_size(p.count, int64_t{Policy::threads} * Policy::unroll, t.sms, blocks_per_sm);
-  cuda::launch(kernel, t.device, grid, Policy::threads, t.stream, "elementwise kernel launch",
-               static_cast<const S*>(p.a), static_cast<const S*>(p.b), static_cast<S*>(p.out),
-               args);
+  cuda::launch_dependent(kernel, t.device, grid, Policy::threads, t.stream,
+                         "elementwise kernel launch", static_cast<const S*>(p.a),
+                         static_cast<const S*>(p.b), static_cast<S*>(p.out), args);
 }
 
 bool aligned_alike(const void* x, const void* y) {

@@ -17,8 +17,11 @@ namespace cuda {
 // Launches `kernel` (the address of a __global__ function) on `device`, which must be the
 // current device, with a parameter array as cuLaunchKernel takes it. Throws
 // kf::Error(KF_ERROR_CUDA) naming the driver error and `what`.
+// dependent: a programmatic dependent launch (see grid_dependency.cuh), for kernels that call
+// wait_prior_grid() before touching global memory; it applies where the device is sm_90 or later
+// and the kernel's code was compiled for it (PTX 9.0 or later), else the launch is an ordinary one.
 void launch_kernel(const void* kernel, int device, dim3 grid, dim3 block, size_t shared_bytes,
-                   cudaStream_t stream, void** params, const char* what);
+                   cudaStream_t stream, void** params, const char* what, bool dependent = false);
 
 // The function handle (a CUfunction) of a kernel loaded at run time, `kernel` a cudaKernel_t
 // (cudaLibraryGetKernel), in the current device's context: the driver's cuKernelGetFunction,
@@ -43,6 +46,20 @@ void launch(void (*kernel)(Params...), int device, dim3 grid, dim3 block, cudaSt
   void* params[] = {const_cast<void*>(static_cast<const void*>(&args))...};
   launch_kernel(reinterpret_cast<const void*>(kernel), device, grid, block, 0, stream, params,
                 what);
+}
+
+// The same as a programmatic dependent launch: `kernel` must begin with
+// cuda::wait_prior_grid() (core/runtime/cuda/grid_dependency.cuh), before any global memory
+// access, on every path.
+template <class... Params, class... Args>
+void launch_dependent(void (*kernel)(Params...), int device, dim3 grid, dim3 block,
+                      cudaStream_t stream, const char* what, const Args&... args) {
+  static_assert(sizeof...(Params) == sizeof...(Args), "argument count must match the kernel");
+  static_assert((std::is_same<std::decay_t<Params>, Args>::value && ...),
+                "each argument must have its kernel parameter's exact type");
+  void* params[] = {const_cast<void*>(static_cast<const void*>(&args))...};
+  launch_kernel(reinterpret_cast<const void*>(kernel), device, grid, block, 0, stream, params, what,
+                /*dependent=*/true);
 }
 
 }  // namespace cuda
