@@ -256,8 +256,9 @@ HostCostResult CaseRunner::run_host_cost() {
     if (kf_stream_get_native(stream_, &native) != KF_SUCCESS) native = nullptr;
 #endif
     // One round: a batch of library calls (host time per call inside the batch, the drain
-    // excluded), then on CUDA a batch of empty-kernel launches through <<<>>> and one through
-    // cuLaunchKernel, timed the same way. Interleaved rounds let the floors and the library
+    // excluded), then on CUDA a batch of empty-kernel launches through <<<>>>, one through
+    // cuLaunchKernel and (sm_90) one through cuLaunchKernelEx as a dependent launch, timed the
+    // same way. Interleaved rounds let the floors and the library
     // see the same machine: on these virtualised hosts the floors drift by ~0.5 us over seconds.
     std::vector<double> per_call, per_empty, per_empty_driver, per_empty_dependent;
     bool floors_ok = native != nullptr;
