@@ -133,6 +133,11 @@ kf_context_t* checked_context(const kf_context_t* ctx, const char* param_name) {
 kf_stream_t* resolve_stream(kf_context_t* ctx, kf_stream_t* s, const char* param_name) {
   if (s == nullptr) return ctx->default_stream;
   checked(s, param_name);
+  return resolve_checked_stream(ctx, s, param_name);
+}
+
+kf_stream_t* resolve_checked_stream(kf_context_t* ctx, kf_stream_t* s, const char* param_name) {
+  if (s == nullptr) return ctx->default_stream;
   KF_REQUIRE(s->ctx == ctx, KF_ERROR_DEVICE_MISMATCH, "stream '%s' belongs to another context",
              param_name);
   return s;

@@ -63,6 +63,8 @@ kf_context_t* checked_context(const kf_context_t* ctx, const char* param_name);
 // NULL -> the context's default stream; otherwise checks that s is live and belongs to ctx
 // (DEVICE_MISMATCH otherwise).
 kf_stream_t* resolve_stream(kf_context_t* ctx, kf_stream_t* s, const char* param_name);
+// The same for a stream whose handle the caller has checked (check_handles), or NULL.
+kf_stream_t* resolve_checked_stream(kf_context_t* ctx, kf_stream_t* s, const char* param_name);
 
 // Enqueues on `home` a wait for all work already enqueued on every stream of the context.
 void order_after_all_streams(kf_context_t* ctx, kf_stream_t* home);

@@ -16,13 +16,16 @@ constexpr int kHandleKinds = static_cast<int>(HandleKind::fused_kernel) + 1;
 struct Registry {
   std::shared_mutex mutex;
   std::unordered_map<const void*, HandleKind> live;
-  // Per kind, bumped (under the lock) whenever a handle of that kind is unregistered. While the
-  // count of kind K stays the same, a handle once seen live as a K is still live, which lets each
-  // thread skip the lock for handles it has just checked (an op call checks four or five).
-  // Counting per kind keeps destroying one kind of handle (a fused kernel compiled and destroyed
-  // per call) from sending the next checks of every other kind back to the lock.
-  std::atomic<uint64_t> removals[kHandleKinds] = {};
 };
+
+// Per kind, bumped (under the registry's lock) whenever a handle of that kind is unregistered.
+// While the count of kind K stays the same, a handle once seen live as a K is still live, which
+// lets each thread skip the lock for handles it has just checked (an op call checks four or
+// five). Counting per kind keeps destroying one kind of handle (a fused kernel compiled and
+// destroyed per call) from sending the next checks of every other kind back to the lock. At
+// namespace scope (constant-initialised, never destroyed) so that the fast path of a check reads
+// it without going through registry()'s guard.
+std::atomic<uint64_t> removals_of_kind[kHandleKinds] = {};
 
 // Handles this thread found live, each valid while the registry's removal count of its kind
 // equals the count read before the lookup that found it.
@@ -87,7 +90,7 @@ void unregister_handle(const void* handle) noexcept {
   if (it == r.live.end()) return;
   const int kind = static_cast<int>(it->second);
   r.live.erase(it);
-  r.removals[kind].fetch_add(1, std::memory_order_release);
+  removals_of_kind[kind].fetch_add(1, std::memory_order_release);
 }
 
 bool is_live_handle(const void* handle, HandleKind kind) noexcept {
@@ -101,9 +104,10 @@ bool is_live_handle(const void* handle, HandleKind kind) noexcept {
 void check_handle(const void* handle, HandleKind kind, const char* param_name) {
   if (handle == nullptr)
     fail(KF_ERROR_INVALID_HANDLE, "%s is NULL; expected a %s", param_name, handle_kind_name(kind));
-  Registry& r = registry();
-  const uint64_t removals = r.removals[static_cast<int>(kind)].load(std::memory_order_acquire);
+  const uint64_t removals =
+      removals_of_kind[static_cast<int>(kind)].load(std::memory_order_acquire);
   if (recently_checked.contains(handle, kind, removals)) return;
+  Registry& r = registry();
   std::shared_lock<std::shared_mutex> lock(r.mutex);
   auto it = r.live.find(handle);
   if (it == r.live.end()) {
@@ -120,6 +124,17 @@ void check_handle(const void* handle, HandleKind kind, const char* param_name) {
   }
   // The count read before the lookup: a removal since then makes this entry stale at once.
   recently_checked.remember(handle, kind, removals);
+}
+
+void check_handles(std::initializer_list<HandleCheck> checks) {
+  const RecentlyChecked& recent = recently_checked;
+  for (const HandleCheck& c : checks) {
+    if (c.handle != nullptr &&
+        recent.contains(c.handle, c.kind,
+                        removals_of_kind[static_cast<int>(c.kind)].load(std::memory_order_acquire)))
+      continue;
+    check_handle(c.handle, c.kind, c.param_name);  // the lookup under the lock, and the errors
+  }
 }
 
 }  // namespace kf

@@ -2,6 +2,7 @@
 // destroyed or foreign pointer is rejected without ever being dereferenced.
 #pragma once
 
+#include <initializer_list>
 #include <type_traits>
 
 #include "core/runtime/error.hpp"
@@ -47,6 +48,18 @@ struct HandleTraits<kf_fused_kernel_t> {
 
 // Throws KF_ERROR_INVALID_HANDLE naming the parameter unless h is a live handle of T's kind.
 void check_handle(const void* handle, HandleKind kind, const char* param_name);
+
+// One handle parameter of a call, for check_handles.
+struct HandleCheck {
+  const void* handle;
+  HandleKind kind;
+  const char* param_name;
+};
+
+// check_handle on each in turn (the same errors, the first failure thrown), with the thread's
+// cache of recently checked handles looked up once for all of them: the path of the calls whose
+// host cost is measured.
+void check_handles(std::initializer_list<HandleCheck> checks);
 
 template <class T>
 T* checked(T* handle, const char* param_name) {

@@ -87,6 +87,10 @@ const kf_tensor_t* checked_tensor(const kf_tensor_t* t, const kf_context_t* ctx,
                                   const char* param_name);
 // Same, and INVALID_ARGUMENT for read-only tensors or zero-stride dims larger than one.
 kf_tensor_t* checked_output(kf_tensor_t* t, const kf_context_t* ctx, const char* param_name);
+// The parts of those two after the handle check, for callers that checked the handles of a call
+// together (check_handles): t must be live.
+void require_in_context(const kf_tensor_t* t, const kf_context_t* ctx, const char* param_name);
+void require_writable(const kf_tensor_t* t, const char* param_name);
 
 // Before a tensor is used on stream s: makes s wait for the tensor's allocation when s is not
 // its home stream. Cheap no-op on the CPU and on the home stream.

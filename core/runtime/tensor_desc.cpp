@@ -142,15 +142,24 @@ kf_tensor_desc_t normalize_desc(const kf_tensor_desc_t* desc, const char* name,
   return out;
 }
 
-const kf_tensor_t* checked_tensor(const kf_tensor_t* t, const kf_context_t* ctx, const char* name) {
-  checked(t, name);
+void require_in_context(const kf_tensor_t* t, const kf_context_t* ctx, const char* name) {
   KF_REQUIRE(ctx == nullptr || t->ctx == ctx, KF_ERROR_DEVICE_MISMATCH,
              "tensor '%s' belongs to another context", name);
+}
+
+const kf_tensor_t* checked_tensor(const kf_tensor_t* t, const kf_context_t* ctx, const char* name) {
+  checked(t, name);
+  require_in_context(t, ctx, name);
   return t;
 }
 
 kf_tensor_t* checked_output(kf_tensor_t* t, const kf_context_t* ctx, const char* name) {
   checked_tensor(t, ctx, name);
+  require_writable(t, name);
+  return t;
+}
+
+void require_writable(const kf_tensor_t* t, const char* name) {
   KF_REQUIRE_ARG(!t->read_only, "tensor '%s' is read-only and cannot be written", name);
   for (int32_t i = 0; i < t->desc.ndim; ++i) {
     KF_REQUIRE_ARG(t->desc.strides[i] != 0 || t->desc.shape[i] <= 1,
@@ -158,7 +167,6 @@ kf_tensor_t* checked_output(kf_tensor_t* t, const kf_context_t* ctx, const char*
                    "): a broadcast view cannot be written",
                    name, i, t->desc.shape[i]);
   }
-  return t;
 }
 
 void prepare_for_stream(const kf_tensor_t* t, kf_stream_t* s) {

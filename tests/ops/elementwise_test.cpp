@@ -624,16 +624,46 @@ TEST_F(Elementwise, DestroyedHandles) {
   kf_tensor_t* gone = nullptr;
   KF_ASSERT_OK(kf_tensor_create(ctx(), &desc, &gone));
   KF_ASSERT_OK(kf_tensor_destroy(gone));  // `gone` is a dangling handle from here on
-  expect_error(
+  std::string message = expect_error(
       KF_ERROR_INVALID_HANDLE,
       [&](Op op) { return call(op, ctx(), a, gone, out, KF_ACTIVATION_NONE); }, out, "destroyed b");
+  EXPECT_NE(message.find("b ("), std::string::npos) << message;
   kf_stream_t* stream = nullptr;
   KF_ASSERT_OK(kf_stream_create(ctx(), nullptr, &stream));
   KF_ASSERT_OK(kf_stream_destroy(stream));
-  expect_error(
+  message = expect_error(
       KF_ERROR_INVALID_HANDLE,
       [&](Op op) { return call(op, ctx(), a, b, out, KF_ACTIVATION_NONE, stream); }, out,
       "destroyed stream");
+  EXPECT_NE(message.find("s ("), std::string::npos) << message;
+
+  // Handles that this thread has just used successfully (and so holds as recently checked) are
+  // refused once destroyed: every handle of a call, in the order of the parameters.
+  kf_tensor_t* used_b = nullptr;
+  kf_tensor_t* used_out = nullptr;
+  kf_stream_t* used_stream = nullptr;
+  KF_ASSERT_OK(kf_tensor_create(ctx(), &desc, &used_b));
+  kf_tensor_desc_t out_desc = kf_test::make_desc(KF_DTYPE_FLOAT32, {3, 5});
+  KF_ASSERT_OK(kf_tensor_create(ctx(), &out_desc, &used_out));
+  KF_ASSERT_OK(kf_stream_create(ctx(), nullptr, &used_stream));
+  kf_test::upload(used_b, std::vector<double>(5, 1.5));
+  KF_ASSERT_OK(kf_fused_elementwise_add_activation(ctx(), a, used_b, used_out, KF_ACTIVATION_NONE,
+                                                   used_stream));
+  KF_ASSERT_OK(kf_stream_synchronize(used_stream));
+  KF_ASSERT_OK(kf_tensor_destroy(used_out));
+  message = expect_error(
+      KF_ERROR_INVALID_HANDLE,
+      [&](Op op) { return call(op, ctx(), a, used_b, used_out, KF_ACTIVATION_NONE, used_stream); },
+      nullptr, "out destroyed after a call that used it");
+  EXPECT_NE(message.find("out ("), std::string::npos) << message;
+  KF_ASSERT_OK(kf_stream_destroy(used_stream));
+  KF_ASSERT_OK(kf_tensor_destroy(used_b));
+  // Both b and the stream are dead now: the first of them in parameter order is named.
+  message = expect_error(
+      KF_ERROR_INVALID_HANDLE,
+      [&](Op op) { return call(op, ctx(), a, used_b, out, KF_ACTIVATION_NONE, used_stream); }, out,
+      "b and s destroyed after a call that used them");
+  EXPECT_NE(message.find("b ("), std::string::npos) << message;
   expect_error(
       KF_ERROR_INVALID_HANDLE,
       [&](Op op) {

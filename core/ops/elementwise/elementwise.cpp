@@ -9,6 +9,7 @@
 
 #include "core/runtime/context.hpp"
 #include "core/runtime/error.hpp"
+#include "core/runtime/handle.hpp"
 #include "core/runtime/tensor.hpp"
 #include "kernel_fusion/ops.h"
 
@@ -166,11 +167,28 @@ Plan make_plan(math::BinaryOp op, math::Activation act, const kf_tensor_t* a, co
 
 void run(math::BinaryOp op, kf_context_t* ctx_handle, const kf_tensor_t* a_handle,
          const kf_tensor_t* b_handle, kf_tensor_t* out_handle, int32_t act, kf_stream_t* s) {
-  kf_context_t* ctx = checked_context(ctx_handle, "ctx");
-  const kf_tensor_t* a = checked_tensor(a_handle, ctx, "a");
-  const kf_tensor_t* b = checked_tensor(b_handle, ctx, "b");
-  kf_tensor_t* out = checked_output(out_handle, ctx, "out");
-  kf_stream_t* stream = resolve_stream(ctx, s, "s");
+  // The handles first, together (the stream only when given: NULL is the default stream), then
+  // what each must be in this call.
+  if (s != nullptr)
+    check_handles({{ctx_handle, HandleKind::context, "ctx"},
+                   {a_handle, HandleKind::tensor, "a"},
+                   {b_handle, HandleKind::tensor, "b"},
+                   {out_handle, HandleKind::tensor, "out"},
+                   {s, HandleKind::stream, "s"}});
+  else
+    check_handles({{ctx_handle, HandleKind::context, "ctx"},
+                   {a_handle, HandleKind::tensor, "a"},
+                   {b_handle, HandleKind::tensor, "b"},
+                   {out_handle, HandleKind::tensor, "out"}});
+  kf_context_t* ctx = ctx_handle;
+  const kf_tensor_t* a = a_handle;
+  const kf_tensor_t* b = b_handle;
+  kf_tensor_t* out = out_handle;
+  require_in_context(a, ctx, "a");
+  require_in_context(b, ctx, "b");
+  require_in_context(out, ctx, "out");
+  require_writable(out, "out");
+  kf_stream_t* stream = resolve_checked_stream(ctx, s, "s");
   KF_REQUIRE_ARG(act >= 0 && act < math::kActivationCount,
                  "unknown activation %d (expected a kf_activation_t, 0..%d)", act,
                  math::kActivationCount - 1);
@@ -178,8 +196,10 @@ void run(math::BinaryOp op, kf_context_t* ctx_handle, const kf_tensor_t* a_handl
   check_shapes(a->desc, b->desc, out->desc);
   // Borrowed memory (kf_tensor_wrap, DLPack byte offsets) can start anywhere; no kernel can load
   // an element that straddles its natural alignment.
+  // (Element sizes are powers of two: a mask, not a division, on the path of every call.)
+  const uintptr_t misalignment = dtype_size(a->desc.dtype) - 1;
   for (const kf_tensor_t* t : {a, b, static_cast<const kf_tensor_t*>(out)}) {
-    KF_REQUIRE_ARG(reinterpret_cast<uintptr_t>(t->data) % dtype_size(t->desc.dtype) == 0,
+    KF_REQUIRE_ARG((reinterpret_cast<uintptr_t>(t->data) & misalignment) == 0,
                    "tensor %s starts at %p, which is not aligned to its %zu-byte elements",
                    t == a   ? "a"
                    : t == b ? "b"
