@@ -5,7 +5,8 @@
 // Params as core/fusion/kernel_params.hpp lays it out. Nothing but structure reaches the source:
 // launch values are read from p.values, tensors and rectangles from the item table, so two graphs
 // that differ only in values share one kernel. The text depends only on the graph and the
-// options (no pointers, no hashes), so it can be hashed for the disk cache.
+// options (no pointers, no hashes), so it can be hashed for the disk cache. On sm_90 and later
+// the kernel begins with griddepcontrol.wait: it is launched as a programmatic dependent launch.
 //
 // Tensor graphs: blockIdx.y is the item, a grid-stride loop over its elements in one of four
 // modes chosen per item at launch (16-byte vectors, kUnroll of them per binding and thread in
@@ -798,6 +799,7 @@ class Generator {
         format("extern \"C\" __global__ void __launch_bounds__(%d) kf_fused_kernel(const "
                "__grid_constant__ Params p)",
                kBlockThreads));
+    dependent_launch_prologue();
     w_.line("const Consts k = make_consts(p);");
     // Items beyond the grid's 65535 rows (large capacities) are taken in turn.
     w_.open("for (long long item = blockIdx.y; item < p.n_items; item += gridDim.y)");
@@ -928,6 +930,17 @@ class Generator {
     if (fast) w_.close();
   }
 
+  // The first statements of the kernel: on sm_90 it is launched as a programmatic dependent
+  // launch (cuda_program.cpp), so it may start while the kernel before it in the stream is still
+  // running and must wait for that kernel's results before it touches global memory (the item
+  // table included); it then lets the next kernel start as early.
+  void dependent_launch_prologue() {
+    w_.line("#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900");
+    w_.line("asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");");
+    w_.line("asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\");");
+    w_.line("#endif");
+  }
+
   void image_kernel() {
     w_.line("}  // namespace");
     w_.blank();
@@ -935,6 +948,7 @@ class Generator {
         format("extern \"C\" __global__ void __launch_bounds__(%d) kf_fused_kernel(const "
                "__grid_constant__ Params p)",
                kBlockThreads));
+    dependent_launch_prologue();
     w_.line("const Consts k = make_consts(p);");
     w_.open("for (long long item = blockIdx.z; item < p.n_items; item += gridDim.z)");
     if (layout_.compact) {

@@ -907,6 +907,72 @@ TEST_F(RandomGraphTest, ConcurrentLaunchesOfOneKernel) {
   for (const std::string& f : failures) EXPECT_EQ(f, "");
 }
 
+// Launches queued back to back, each reading the one before's output through a transposed view,
+// so that every block reads what many blocks of the previous kernel wrote. On sm_90 fused
+// kernels are programmatic dependent launches, right only because each kernel waits for the one
+// before it (griddepcontrol.wait, its first instruction). The graph is heavy enough to run as
+// resident blocks looping over the elements (kernel_params.cpp): a kernel lets the next one
+// start once all its blocks have started, which is then well before it finishes.
+TEST_F(RandomGraphTest, BackToBackLaunchesSeeEachOthersResults) {
+  fusion_test::GraphHandle g(ctx());
+  Builder b{g};
+  const int32_t x = b.tensor(KF_DTYPE_FLOAT32, 2);
+  const int32_t y = b.tensor(KF_DTYPE_FLOAT32, 1);
+  // x + y, times 128 and back in 14 exact divisions (7 element_cost units each).
+  int32_t v = b.binary(KF_BINARY_ADD, x, y);
+  for (int i = 0; i < 7; ++i) v = b.binary(KF_BINARY_DIV, v, b.scalar(0.5));
+  for (int i = 0; i < 7; ++i) v = b.binary(KF_BINARY_DIV, v, b.scalar(2.0));
+  b.output(v);
+  size_t length = 0;
+  KF_ASSERT_OK(kf_graph_get_source(g, nullptr, nullptr, 0, &length));
+  std::string source(length, '\0');
+  KF_ASSERT_OK(kf_graph_get_source(g, nullptr, &source[0], length, &length));
+  EXPECT_NE(source.find("constexpr int kUnroll = 1;"), std::string::npos)
+      << "the graph no longer runs as looping resident blocks";
+  fusion_test::KernelHandle k = fusion_test::compile(g);
+  ASSERT_NE(k.k, nullptr);
+#if defined(KF_TEST_CUDA)
+  constexpr int64_t n = 3072;  // 9.4 M elements: several per thread of the resident blocks
+#else
+  constexpr int64_t n = 384;
+#endif
+  constexpr int kLaunches = 20;
+  kf_test::Tensor p = kf_test::make_tensor(ctx(), KF_DTYPE_FLOAT32, {n, n});
+  kf_test::Tensor q = kf_test::make_tensor(ctx(), KF_DTYPE_FLOAT32, {n, n});
+  kf_test::Tensor bias = kf_test::make_tensor(ctx(), KF_DTYPE_FLOAT32, {n});
+  // Whole numbers, small enough to stay exact in f32 through every step.
+  std::mt19937 rng(20261129u);
+  std::vector<double> current(static_cast<size_t>(n * n)), bias_values(static_cast<size_t>(n));
+  for (double& e : current) e = static_cast<double>(static_cast<int>(rng() % 17) - 8);
+  for (double& e : bias_values) e = static_cast<double>(static_cast<int>(rng() % 7) - 3);
+  kf_test::upload(p, current);
+  kf_test::upload(bias, bias_values);
+  kf_test::poison(q);
+  const kf_tensor_desc_t transposed = kf_test::make_desc(KF_DTYPE_FLOAT32, {n, n}, {1, n});
+  kf_tensor_t *p_view = nullptr, *q_view = nullptr;
+  KF_ASSERT_OK(kf_tensor_create_view(p, &transposed, 0, &p_view));
+  kf_test::Tensor p_transposed(p_view);
+  KF_ASSERT_OK(kf_tensor_create_view(q, &transposed, 0, &q_view));
+  kf_test::Tensor q_transposed(q_view);
+  // Every launch queued first (the reference is computed after: the host must not fall behind).
+  for (int i = 0; i < kLaunches; ++i) {
+    const bool from_p = i % 2 == 0;
+    KF_ASSERT_OK(fusion_test::launch(k, 1, {from_p ? p_transposed.t : q_transposed.t, bias.t},
+                                     {from_p ? q.t : p.t}, {}, {}));
+  }
+  std::vector<double> next(current.size());
+  for (int i = 0; i < kLaunches; ++i) {
+    // out[r][c] = in[c][r] + bias[c]
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t c = 0; c < n; ++c)
+        next[static_cast<size_t>(r * n + c)] =
+            current[static_cast<size_t>(c * n + r)] + bias_values[static_cast<size_t>(c)];
+    current.swap(next);
+  }
+  kf_test::expect_close(kf_test::download(kLaunches % 2 == 0 ? p : q), current, 0,
+                        "20 launches, each reading the last one's output transposed");
+}
+
 // A node marked as two outputs (one dense, one strided) fills both.
 TEST_F(RandomGraphTest, NodeMarkedAsTwoOutputs) {
   fusion_test::GraphHandle g(ctx());

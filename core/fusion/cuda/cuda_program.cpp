@@ -1,9 +1,10 @@
 // A generated kernel loaded for a context's device, and its launches.
 //
 // Loading goes through the CUDA runtime's library management API (cudaLibraryLoadData,
-// cudaLibraryGetKernel): no libcuda link. Launches go through the driver's cuLaunchKernel
-// (reached via cudaGetDriverEntryPointByVersion, core/runtime/cuda/launch.cpp) with the whole
-// parameter block as one __grid_constant__ parameter (up to 32764 bytes on sm_70+).
+// cudaLibraryGetKernel): no libcuda link. Launches go through the driver's cuLaunchKernel, or on
+// sm_90 cuLaunchKernelEx as programmatic dependent launches (reached via
+// cudaGetDriverEntryPointByVersion, core/runtime/cuda/launch.cpp), with the whole parameter
+// block as one __grid_constant__ parameter (up to 32764 bytes on sm_70+).
 //
 // When the item table does not fit the parameter (large capacities: 1000 crops per launch), it is
 // written into a pinned staging slot, copied stream-ordered into a block of the context's device
@@ -104,7 +105,8 @@ class CudaProgram final : public Program {
         layout_(std::move(layout)),
         library_(library),
         kernel_(kernel),
-        function_(cuda::library_kernel_function(kernel)) {
+        function_(cuda::library_kernel_function(kernel)),
+        dependent_(cuda::compute_major(ctx->device_id) >= 9) {
     int sms = 0, threads_per_sm = 0;
     cuda::check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_),
                 "reading the multiprocessor count");
@@ -213,7 +215,8 @@ class CudaProgram final : public Program {
     dim3 grid, threads;
     grid_for(n_items, 0, common[0], common[1], &grid, &threads);
     void* params[] = {block.data()};
-    cuda::launch_library_kernel(function_, grid, threads, 0, stream, params, "fused kernel");
+    cuda::launch_library_kernel(function_, grid, threads, 0, stream, params, "fused kernel",
+                                dependent_);
   }
 
   // Every item encoded (a uniform plan's items written out one by one).
@@ -259,7 +262,8 @@ class CudaProgram final : public Program {
 
     if (layout_.inline_items) {
       void* params[] = {block.data()};
-      cuda::launch_library_kernel(function_, grid, threads, 0, stream, params, "fused kernel");
+      cuda::launch_library_kernel(function_, grid, threads, 0, stream, params, "fused kernel",
+                                  dependent_);
       return;
     }
     launch_with_table(block.data(), n_items, grid, threads, stream);
@@ -278,7 +282,8 @@ class CudaProgram final : public Program {
                   "copying the item table to the device");
       std::memcpy(&block[layout_.n_items_slot() + 1], &table, sizeof table);
       void* params[] = {block};
-      cuda::launch_library_kernel(function_, grid, threads, 0, stream, params, "fused kernel");
+      cuda::launch_library_kernel(function_, grid, threads, 0, stream, params, "fused kernel",
+                                  dependent_);
       cuda::check(cudaEventRecord(slot->done, stream), "recording a staging event");
       recorded = true;
     } catch (...) {
@@ -298,6 +303,10 @@ class CudaProgram final : public Program {
   // What launches pass to cuLaunchKernel: the kernel's function in this device's context
   // (cuda::library_kernel_function), so the driver does not look it up at every launch.
   void* const function_;
+  // Compiled for this device's architecture (compile_for_arch): from sm_90 on, the kernel begins
+  // with griddepcontrol.wait (codegen.cpp) and is launched as a programmatic dependent launch,
+  // which costs the host less per launch and lets it start while the kernel before it finishes.
+  const bool dependent_;
   int max_blocks_ = 1;
   std::unique_ptr<StagingSlots> staging_;
 };

@@ -176,9 +176,12 @@ void* library_kernel_function(void* kernel) {
 }
 
 void launch_library_kernel(void* kernel, dim3 grid, dim3 block, size_t shared_bytes,
-                           cudaStream_t stream, void** params, const char* what) {
-  launch_function(reinterpret_cast<CUfunction>(kernel), grid, block, shared_bytes, stream, params,
-                  what);
+                           cudaStream_t stream, void** params, const char* what, bool dependent) {
+  const auto function = reinterpret_cast<CUfunction>(kernel);
+  if (dependent && driver().launch_ex != nullptr)
+    launch_dependent_function(function, grid, block, shared_bytes, stream, params, what);
+  else
+    launch_function(function, grid, block, shared_bytes, stream, params, what);
 }
 
 }  // namespace cuda

@@ -31,9 +31,13 @@ void* library_kernel_function(void* kernel);
 
 // Launches a kernel loaded at run time: `kernel` is a library_kernel_function() result, or a
 // cudaKernel_t, which the driver's cuLaunchKernel takes as it is (a CUkernel). The current
-// device's context runs it.
+// device's context runs it. dependent: a programmatic dependent launch (cuLaunchKernelEx), for
+// code compiled for sm_90 or later that executes griddepcontrol.wait before it touches global
+// memory; the caller knows what it compiled. Without the driver's cuLaunchKernelEx, an ordinary
+// launch.
 void launch_library_kernel(void* kernel, dim3 grid, dim3 block, size_t shared_bytes,
-                           cudaStream_t stream, void** params, const char* what);
+                           cudaStream_t stream, void** params, const char* what,
+                           bool dependent = false);
 
 // Typed front end: launch(kernel, device, grid, block, stream, "what", args...). Each argument
 // must already have the kernel parameter's exact type (no conversions happen, unlike <<<>>>).
