@@ -18,6 +18,8 @@
 #include "core/ops/dispatch.hpp"
 #include "core/ops/reduce/launch_util.cuh"
 #include "core/ops/rows/rows.hpp"
+#include "core/runtime/cuda/grid_dependency.cuh"
+#include "core/runtime/cuda/launch.hpp"
 #include "core/runtime/error.hpp"
 
 namespace kf::batch_norm {
@@ -55,6 +57,8 @@ __device__ __forceinline__ T infer(const Plan& p, const Affine<T>& k, T v) {
 template <class Policy, class S, class Index, bool Vectorized>
 __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
     inference_kernel(const __grid_constant__ Plan p, Index total, Index head) {
+  cuda::wait_prior_grid();  // a dependent launch: nothing global is touched before this
+  cuda::allow_next_grid();
   using Traits = math::StorageTraits<S>;
   constexpr int kWidth = Policy::vector_bytes / static_cast<int>(sizeof(S));
   const Index channel_inner = static_cast<Index>(p.channel_inner);
@@ -120,6 +124,8 @@ struct VectorArgs {
 template <class S, class Act, bool kRuns>
 __global__ void __launch_bounds__(VectorInferencePolicy::threads)
     inference_vector_kernel(const __grid_constant__ Plan p, VectorArgs a) {
+  cuda::wait_prior_grid();  // a dependent launch: nothing global is touched before this
+  cuda::allow_next_grid();
   using T = math::compute_t<S>;
   using Traits = math::StorageTraits<S>;
   using Primitives = typename math::PrimitivesFor<S>::type;
@@ -177,7 +183,7 @@ __global__ void __launch_bounds__(VectorInferencePolicy::threads)
 // The vector kernel where the layout allows it; false otherwise (the caller takes the general
 // kernel).
 template <class S>
-bool launch_vector_inference(const Plan& p, cudaStream_t stream) {
+bool launch_vector_inference(const Plan& p, int32_t device, cudaStream_t stream) {
   using Policy = VectorInferencePolicy;
   using T = math::compute_t<S>;
   constexpr int kWidth = 16 / static_cast<int>(sizeof(S));
@@ -210,13 +216,14 @@ bool launch_vector_inference(const Plan& p, cudaStream_t stream) {
     using Act = decltype(act);
     auto* kernel =
         runs ? inference_vector_kernel<S, Act, true> : inference_vector_kernel<S, Act, false>;
-    kernel<<<static_cast<unsigned>(blocks), Policy::threads, smem, stream>>>(p, a);
+    cuda::launch_dependent_shared(kernel, device, static_cast<unsigned>(blocks), Policy::threads,
+                                  smem, stream, "batch norm kernel launch", p, a);
   });
   return true;
 }
 
 template <class S, class Index>
-void launch_inference(const Plan& p, cudaStream_t stream) {
+void launch_inference(const Plan& p, int32_t device, cudaStream_t stream) {
   using Policy = InferencePolicy;
   constexpr int kWidth = Policy::vector_bytes / static_cast<int>(sizeof(S));
   const int64_t total = p.elements.row_length;
@@ -232,28 +239,21 @@ void launch_inference(const Plan& p, cudaStream_t stream) {
   const int64_t work = vectorized ? (total - head) / kWidth + kWidth : total;
   const int64_t grid =
       std::min<int64_t>(Policy::max_blocks, (work + Policy::threads - 1) / Policy::threads);
-  if (vectorized)
-    inference_kernel<Policy, S, Index, true>
-        <<<static_cast<unsigned>(grid), Policy::threads, 0, stream>>>(p, static_cast<Index>(total),
-                                                                      static_cast<Index>(head));
-  else
-    inference_kernel<Policy, S, Index, false>
-        <<<static_cast<unsigned>(grid), Policy::threads, 0, stream>>>(p, static_cast<Index>(total),
-                                                                      Index{0});
+  cuda::launch_dependent(vectorized ? inference_kernel<Policy, S, Index, true>
+                                    : inference_kernel<Policy, S, Index, false>,
+                         device, static_cast<unsigned>(grid), Policy::threads, stream,
+                         "batch norm kernel launch", p, static_cast<Index>(total),
+                         static_cast<Index>(head));
 }
 
 template <class S>
-void launch(const Plan& p, cudaStream_t stream) {
-  if (launch_vector_inference<S>(p, stream))
+void launch(const Plan& p, int32_t device, cudaStream_t stream) {
+  if (launch_vector_inference<S>(p, device, stream))
     ;
   else if (p.elements.row_length <= int64_t{0xffffffff} - 2 * InferencePolicy::vector_bytes)
-    launch_inference<S, uint32_t>(p, stream);
+    launch_inference<S, uint32_t>(p, device, stream);
   else
-    launch_inference<S, int64_t>(p, stream);
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess)
-    fail(KF_ERROR_CUDA, "batch norm kernel launch: %s (%s)", cudaGetErrorString(e),
-         cudaGetErrorName(e));
+    launch_inference<S, int64_t>(p, device, stream);
 }
 
 }  // namespace
@@ -262,10 +262,10 @@ void run_cuda(const Plan& plan, int32_t device_id, void* native_stream) {
   cudaStream_t stream = static_cast<cudaStream_t>(native_stream);
   if (plan.training) return run_training_cuda(plan, device_id, stream);
   switch (plan.dtype) {
-    case KF_DTYPE_FLOAT16: return launch<math::half_t>(plan, stream);
-    case KF_DTYPE_BFLOAT16: return launch<math::bfloat16_t>(plan, stream);
-    case KF_DTYPE_FLOAT64: return launch<double>(plan, stream);
-    default: return launch<float>(plan, stream);
+    case KF_DTYPE_FLOAT16: return launch<math::half_t>(plan, device_id, stream);
+    case KF_DTYPE_BFLOAT16: return launch<math::bfloat16_t>(plan, device_id, stream);
+    case KF_DTYPE_FLOAT64: return launch<double>(plan, device_id, stream);
+    default: return launch<float>(plan, device_id, stream);
   }
 }
 

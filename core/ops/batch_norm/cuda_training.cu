@@ -31,6 +31,8 @@
 #include "core/runtime/cuda/cluster_launch.hpp"
 #include "core/runtime/cuda/cuda_check.hpp"
 #include "core/runtime/cuda/device_caps.hpp"
+#include "core/runtime/cuda/grid_dependency.cuh"
+#include "core/runtime/cuda/launch.hpp"
 #include "core/runtime/error.hpp"
 
 namespace kf::batch_norm {
@@ -114,6 +116,8 @@ __device__ __forceinline__ int64_t channel_offset(const rows::Walk& w, const row
 template <class Policy, class S, int V>
 __global__ void __launch_bounds__(Policy::threads)
     train_by_channel_kernel(const __grid_constant__ Plan p, int split) {
+  cuda::wait_prior_grid();  // a dependent launch: nothing global is touched before this
+  cuda::allow_next_grid();
   using T = math::compute_t<S>;
   using Traits = math::StorageTraits<S>;
   using Vec = rows::Pack<S, V>;
@@ -162,6 +166,8 @@ __global__ void __launch_bounds__(Policy::threads)
 template <class Policy, class S>
 __global__ void __launch_bounds__(Policy::threads)
     train_channels_last_kernel(const __grid_constant__ Plan p) {
+  cuda::wait_prior_grid();  // a dependent launch: nothing global is touched before this
+  cuda::allow_next_grid();
   using T = math::compute_t<S>;
   using Traits = math::StorageTraits<S>;
   __shared__ T partial_d[Policy::rows][Policy::lanes + 1];
@@ -236,9 +242,9 @@ void launch_by_channel(const Plan& p, int32_t device, cudaStream_t stream) {
       split *= 2;
   }
   const int64_t channels = std::min(p.channels, Policy::max_blocks / split);
-  cuda::launch_clustered(train_by_channel_kernel<Policy, S, V>,
-                         dim3(static_cast<unsigned>(channels * split)), dim3(Policy::threads), 0,
-                         split, stream, "batch norm kernel launch", p, split);
+  cuda::launch_clustered_dependent(
+      train_by_channel_kernel<Policy, S, V>, device, dim3(static_cast<unsigned>(channels * split)),
+      dim3(Policy::threads), 0, split, stream, "batch norm kernel launch", p, split);
 }
 
 struct StagedArgs {
@@ -263,6 +269,8 @@ struct StagedArgs {
 template <class S>
 __global__ void __launch_bounds__(StagedTrainingPolicy::threads)
     train_staged_kernel(const __grid_constant__ Plan p, StagedArgs a) {
+  cuda::wait_prior_grid();  // a dependent launch: nothing global is touched before this
+  cuda::allow_next_grid();
   using T = math::compute_t<S>;
   using Traits = math::StorageTraits<S>;
   constexpr int kWidth = 16 / static_cast<int>(sizeof(S));
@@ -406,9 +414,9 @@ bool launch_staged_training(const Plan& p, int32_t device, cudaStream_t stream) 
   const int64_t resident =
       rows::resident_blocks(train_staged_kernel<S>, Policy::threads, smem, a.split, device);
   if (resident > 0 && grid > resident) grid = resident;
-  cuda::launch_clustered(train_staged_kernel<S>, dim3(static_cast<unsigned>(grid)),
-                         dim3(Policy::threads), smem, a.split, stream, "batch norm kernel launch",
-                         p, a);
+  cuda::launch_clustered_dependent(train_staged_kernel<S>, device,
+                                   dim3(static_cast<unsigned>(grid)), dim3(Policy::threads), smem,
+                                   a.split, stream, "batch norm kernel launch", p, a);
   return true;
 }
 
@@ -417,9 +425,9 @@ void launch_training(const Plan& p, int32_t device, cudaStream_t stream) {
   if (launch_staged_training<S>(p, device, stream)) return;
   if (p.channels_last && p.channels >= ColumnPolicy::lanes) {
     const int64_t groups = (p.channels + ColumnPolicy::lanes - 1) / ColumnPolicy::lanes;
-    train_channels_last_kernel<ColumnPolicy, S>
-        <<<static_cast<unsigned>(std::min(groups, ColumnPolicy::max_blocks)), ColumnPolicy::threads,
-           0, stream>>>(p);
+    cuda::launch_dependent(train_channels_last_kernel<ColumnPolicy, S>, device,
+                           static_cast<unsigned>(std::min(groups, ColumnPolicy::max_blocks)),
+                           ColumnPolicy::threads, stream, "batch norm kernel launch", p);
   } else {
     constexpr int V = 16 / sizeof(S);
     if (channel_vectors_fit(p, V))

@@ -25,6 +25,8 @@
 #include "core/ops/dropout/dropout.hpp"
 #include "core/runtime/cuda/cuda_check.hpp"
 #include "core/runtime/cuda/device_caps.hpp"
+#include "core/runtime/cuda/grid_dependency.cuh"
+#include "core/runtime/cuda/launch.hpp"
 
 namespace kf::dropout {
 namespace {
@@ -63,6 +65,13 @@ struct VectorPolicy {
 struct StridedPolicy {
   static constexpr int threads = 256;
   static constexpr int min_blocks_per_sm = 4;
+};
+
+// Where a launch goes: the (current) device, its SM count and the stream.
+struct Target {
+  int device;
+  int sms;
+  cudaStream_t stream;
 };
 
 // ---- shared per-element math ------------------------------------------------------------------
@@ -151,6 +160,8 @@ union Group {
 template <class Policy, class S, bool kDraws>
 __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
     vector_kernel(VectorArgs<S> args) {
+  cuda::wait_prior_grid();  // a dependent launch: nothing global is touched before this
+  cuda::allow_next_grid();
   constexpr int kElements = Policy::elements;
   constexpr int kVectors = Policy::vectors;
   const uint4* x = reinterpret_cast<const uint4*>(args.x);
@@ -232,6 +243,8 @@ struct StridedArgs {
 template <class Policy, class S>
 __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
     strided_kernel(const S* x, S* out, uint8_t* mask, StridedArgs args, math::compute_t<S> scale) {
+  cuda::wait_prior_grid();  // a dependent launch: nothing global is touched before this
+  cuda::allow_next_grid();
   const int64_t blocks = (args.count + 3) / 4;
   const int64_t step = int64_t{gridDim.x} * Policy::threads;
   for (int64_t block = int64_t{blockIdx.x} * Policy::threads + threadIdx.x; block < blocks;
@@ -273,7 +286,7 @@ Rng make_rng(const Plan& p) {
 }
 
 template <class S>
-void launch_vector(const Plan& p, int sms, cudaStream_t stream) {
+void launch_vector(const Plan& p, const Target& t) {
   using Policy = VectorPolicy<S>;
   VectorArgs<S> args;
   args.x = static_cast<const S*>(p.x);
@@ -285,20 +298,17 @@ void launch_vector(const Plan& p, int sms, cudaStream_t stream) {
   args.scale = static_cast<math::compute_t<S>>(p.scale);
   const int64_t work = std::max<int64_t>(args.groups, p.count - args.groups * Policy::elements);
   const int64_t grid =
-      grid_size(work, Policy::threads, sms, Policy::waves * Policy::min_blocks_per_sm);
+      grid_size(work, Policy::threads, t.sms, Policy::waves * Policy::min_blocks_per_sm);
   args.per_block =
       (args.groups + grid * Policy::threads - 1) / (grid * Policy::threads) * Policy::threads;
-  if (args.rng.keep_threshold != 0)
-    vector_kernel<Policy, S, true>
-        <<<static_cast<unsigned>(grid), Policy::threads, 0, stream>>>(args);
-  else
-    vector_kernel<Policy, S, false>
-        <<<static_cast<unsigned>(grid), Policy::threads, 0, stream>>>(args);
-  cuda::check(cudaGetLastError(), "dropout kernel launch");
+  cuda::launch_dependent(args.rng.keep_threshold != 0 ? vector_kernel<Policy, S, true>
+                                                      : vector_kernel<Policy, S, false>,
+                         t.device, static_cast<unsigned>(grid), Policy::threads, t.stream,
+                         "dropout kernel launch", args);
 }
 
 template <class S>
-void launch_strided(const Plan& p, int sms, cudaStream_t stream) {
+void launch_strided(const Plan& p, const Target& t) {
   using Policy = StridedPolicy;
   StridedArgs args{};
   args.count = p.count;
@@ -311,11 +321,12 @@ void launch_strided(const Plan& p, int sms, cudaStream_t stream) {
     args.out_strides[d] = p.out_strides[from];
     args.mask_strides[d] = p.mask_strides[from];
   }
-  strided_kernel<Policy, S>
-      <<<grid_size((p.count + 3) / 4, Policy::threads, sms, Policy::min_blocks_per_sm),
-         Policy::threads, 0, stream>>>(static_cast<const S*>(p.x), static_cast<S*>(p.out), p.mask,
-                                       args, static_cast<math::compute_t<S>>(p.scale));
-  cuda::check(cudaGetLastError(), "dropout kernel launch");
+  const int64_t grid =
+      grid_size((p.count + 3) / 4, Policy::threads, t.sms, Policy::min_blocks_per_sm);
+  cuda::launch_dependent(strided_kernel<Policy, S>, t.device, static_cast<unsigned>(grid),
+                         Policy::threads, t.stream, "dropout kernel launch",
+                         static_cast<const S*>(p.x), static_cast<S*>(p.out), p.mask, args,
+                         static_cast<math::compute_t<S>>(p.scale));
 }
 
 bool aligned(const void* ptr, uintptr_t bytes) {
@@ -323,25 +334,24 @@ bool aligned(const void* ptr, uintptr_t bytes) {
 }
 
 template <class S>
-void run_typed(const Plan& p, int sms, cudaStream_t stream) {
+void run_typed(const Plan& p, const Target& t) {
   constexpr int kElements = VectorPolicy<S>::elements;
   if (p.contiguous && aligned(p.x, 16) && aligned(p.out, 16) && aligned(p.mask, kElements))
-    launch_vector<S>(p, sms, stream);
+    launch_vector<S>(p, t);
   else
-    launch_strided<S>(p, sms, stream);
+    launch_strided<S>(p, t);
 }
 
 }  // namespace
 
 // The entry has made device_id current (kf::activate).
 void run_cuda(const Plan& plan, int32_t device_id, void* native_stream) {
-  const int sms = cuda::sm_count(device_id);
-  cudaStream_t stream = static_cast<cudaStream_t>(native_stream);
+  const Target t{device_id, cuda::sm_count(device_id), static_cast<cudaStream_t>(native_stream)};
   switch (plan.dtype) {
-    case KF_DTYPE_FLOAT16: return run_typed<math::half_t>(plan, sms, stream);
-    case KF_DTYPE_BFLOAT16: return run_typed<math::bfloat16_t>(plan, sms, stream);
-    case KF_DTYPE_FLOAT64: return run_typed<double>(plan, sms, stream);
-    default: return run_typed<float>(plan, sms, stream);
+    case KF_DTYPE_FLOAT16: return run_typed<math::half_t>(plan, t);
+    case KF_DTYPE_BFLOAT16: return run_typed<math::bfloat16_t>(plan, t);
+    case KF_DTYPE_FLOAT64: return run_typed<double>(plan, t);
+    default: return run_typed<float>(plan, t);
   }
 }
 

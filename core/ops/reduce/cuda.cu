@@ -26,6 +26,8 @@
 #include "core/ops/reduce/reduce.hpp"
 #include "core/runtime/cuda/cluster_launch.hpp"
 #include "core/runtime/cuda/device_caps.hpp"
+#include "core/runtime/cuda/grid_dependency.cuh"
+#include "core/runtime/cuda/launch.hpp"
 #include "core/runtime/error.hpp"
 
 namespace kf::reduce {
@@ -122,6 +124,8 @@ struct RowsArgs {
 // Group threads reduce one row (32: a warp per row; RowsPolicy::threads: the block).
 template <class R, class S, int V, int Group>
 __global__ void __launch_bounds__(RowsPolicy::threads) rows_kernel(RowsArgs<S> a) {
+  cuda::wait_prior_grid();  // a dependent launch: nothing global is touched before this
+  cuda::allow_next_grid();
   using T = math::compute_t<S>;
   constexpr int kUnroll = RowsPolicy::unroll;
   constexpr int kRowsPerBlock = RowsPolicy::threads / Group;
@@ -218,6 +222,8 @@ struct ColumnsArgs {
 // their shared memory in rank order, so results stay deterministic.
 template <class R, class S, int V>
 __global__ void __launch_bounds__(ColumnsPolicy::threads) columns_kernel(ColumnsArgs<S> a) {
+  cuda::wait_prior_grid();  // a dependent launch: nothing global is touched before this
+  cuda::allow_next_grid();
   using T = math::compute_t<S>;
   constexpr int kUnroll = ColumnsPolicy::unroll<S>();
   __shared__ T tile[ColumnsPolicy::threads * V];  // [threadIdx.y][threadIdx.x * V + e]
@@ -290,6 +296,8 @@ __global__ void __launch_bounds__(ColumnsPolicy::threads) columns_kernel(Columns
 template <class R, class S>
 __global__ void __launch_bounds__(StridedPolicy::threads)
     strided_kernel(const __grid_constant__ Plan p) {
+  cuda::wait_prior_grid();  // a dependent launch: nothing global is touched before this
+  cuda::allow_next_grid();
   using T = math::compute_t<S>;
   constexpr int kWarps = StridedPolicy::threads / 32;
   const int lane = threadIdx.x % 32;
@@ -315,19 +323,12 @@ __global__ void __launch_bounds__(StridedPolicy::threads)
 
 // ---- host side --------------------------------------------------------------------------------
 
-void check_cuda(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    fail(KF_ERROR_CUDA, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
-}
-
-void check_launch() { check_cuda(cudaGetLastError(), "reduction kernel launch"); }
-
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 template <class R, class S, int V>
-void launch_rows(const Plan& p, int sms, cudaStream_t stream) {
+void launch_rows(const Plan& p, int32_t device, int sms, cudaStream_t stream) {
   RowsArgs<S> a{static_cast<const S*>(p.x),
                 static_cast<S*>(p.out),
                 p.outputs,
@@ -337,13 +338,14 @@ void launch_rows(const Plan& p, int sms, cudaStream_t stream) {
   const int64_t cap = int64_t{sms} * RowsPolicy::waves;
   if (p.reduced * static_cast<int64_t>(sizeof(S)) >= RowsPolicy::block_row_bytes) {
     const int64_t grid = std::min(p.outputs, cap);
-    rows_kernel<R, S, V, RowsPolicy::threads>
-        <<<static_cast<unsigned>(grid), RowsPolicy::threads, 0, stream>>>(a);
+    cuda::launch_dependent(rows_kernel<R, S, V, RowsPolicy::threads>, device,
+                           static_cast<unsigned>(grid), RowsPolicy::threads, stream,
+                           "reduction kernel launch", a);
   } else {
     const int64_t grid = std::min(ceil_div(p.outputs, RowsPolicy::threads / 32), cap);
-    rows_kernel<R, S, V, 32><<<static_cast<unsigned>(grid), RowsPolicy::threads, 0, stream>>>(a);
+    cuda::launch_dependent(rows_kernel<R, S, V, 32>, device, static_cast<unsigned>(grid),
+                           RowsPolicy::threads, stream, "reduction kernel launch", a);
   }
-  check_launch();
 }
 
 template <class R, class S, int V>
@@ -376,18 +378,18 @@ void launch_columns(const Plan& p, int32_t device, bool clusters, cudaStream_t s
   while (clusters && a.split < ColumnsPolicy::max_split && tiles * a.split * 2 <= resident &&
          p.reduced / (a.split * 2) >= step_rows * ColumnsPolicy::min_split_steps)
     a.split *= 2;
-  cuda::launch_clustered(
-      columns_kernel<R, S, V>,
+  cuda::launch_clustered_dependent(
+      columns_kernel<R, S, V>, device,
       dim3(static_cast<unsigned>(grid_x * a.split), static_cast<unsigned>(grid_y)),
       dim3(tile_x, tile_y), 0, a.split, stream, "reduction kernel launch", a);
 }
 
 template <class R, class S>
-void launch_strided(const Plan& p, int sms, cudaStream_t stream) {
+void launch_strided(const Plan& p, int32_t device, int sms, cudaStream_t stream) {
   constexpr int kWarps = StridedPolicy::threads / 32;
   const int64_t grid = std::min(ceil_div(p.outputs, kWarps), int64_t{sms} * StridedPolicy::waves);
-  strided_kernel<R, S><<<static_cast<unsigned>(grid), StridedPolicy::threads, 0, stream>>>(p);
-  check_launch();
+  cuda::launch_dependent(strided_kernel<R, S>, device, static_cast<unsigned>(grid),
+                         StridedPolicy::threads, stream, "reduction kernel launch", p);
 }
 
 template <class R, class S>
@@ -396,14 +398,14 @@ void run_typed(const Plan& p, int32_t device, int sms, bool clusters, cudaStream
   switch (p.layout) {
     case Layout::rows:
       if (p.reduced % kWidth == 0 && p.row_stride % kWidth == 0 && aligned16(p.x))
-        return launch_rows<R, S, kWidth>(p, sms, stream);
-      return launch_rows<R, S, 1>(p, sms, stream);
+        return launch_rows<R, S, kWidth>(p, device, sms, stream);
+      return launch_rows<R, S, 1>(p, device, sms, stream);
     case Layout::columns:
       if (p.inner % kWidth == 0 && p.row_stride % kWidth == 0 && p.outer_stride % kWidth == 0 &&
           aligned16(p.x))
         return launch_columns<R, S, kWidth>(p, device, clusters, stream);
       return launch_columns<R, S, 1>(p, device, clusters, stream);
-    case Layout::strided: return launch_strided<R, S>(p, sms, stream);
+    case Layout::strided: return launch_strided<R, S>(p, device, sms, stream);
   }
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "core/math/numeric.hpp"
+#include "core/runtime/cuda/launch.hpp"
 #include "core/runtime/error.hpp"
 #include "kernel_fusion/types.h"
 
@@ -20,7 +21,8 @@ using RowLauncher = bool (*)(const Plan&, int32_t device, cudaStream_t);
 // rows of 16-byte vectors: `vectors`), else the register-cached kernel (dense rows: 16-byte
 // vectors where they fit, else one element at a time), else the streaming kernel, which takes
 // any rows (a block per row, up to about a million blocks). Fails with KF_ERROR_CUDA, naming
-// `what`, when the launch failed.
+// `what`, when the launch failed. Every kernel is a dependent launch (launch_dependent): each
+// begins with cuda::wait_prior_grid().
 template <class Plan>
 void launch_in_order(const Plan& p, bool vectors, int32_t device, cudaStream_t stream,
                      RowLauncher<Plan> staged, RowLauncher<Plan> cached_vectors,
@@ -31,7 +33,8 @@ void launch_in_order(const Plan& p, bool vectors, int32_t device, cudaStream_t s
   if (p.dense && !done) done = (vectors ? cached_vectors : cached_scalars)(p, device, stream);
   if (!done) {
     const int64_t grid = p.walk.rows < 65535 * 16 ? p.walk.rows : 65535 * 16;
-    streaming<<<static_cast<unsigned>(grid), streaming_threads, 0, stream>>>(p);
+    cuda::launch_dependent(streaming, device, static_cast<unsigned>(grid), streaming_threads,
+                           stream, what, p);
   }
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess)

@@ -206,8 +206,8 @@ void launch_staged(void (*kernel)(Plan, Staging), const Plan& plan, Staging g, i
         resident_blocks(kernel, StagedPolicy::threads, g.smem, g.cluster, device);
     if (resident > 0 && g.grid > resident) g.grid = static_cast<unsigned>(resident);
   }
-  cuda::launch_clustered(kernel, dim3(g.grid), dim3(StagedPolicy::threads), g.smem, g.cluster,
-                         stream, what, plan, g);
+  cuda::launch_clustered_dependent(kernel, device, dim3(g.grid), dim3(StagedPolicy::threads),
+                                   g.smem, g.cluster, stream, what, plan, g);
 }
 
 // Plans and launches a family's staged kernels (kTiled without clusters, kClustered with, or

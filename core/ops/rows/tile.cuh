@@ -17,6 +17,7 @@
 #include "core/ops/rows/rows.hpp"
 #include "core/runtime/cuda/cuda_check.hpp"
 #include "core/runtime/cuda/device_caps.hpp"
+#include "core/runtime/cuda/launch.hpp"
 
 namespace kf::rows {
 
@@ -492,7 +493,8 @@ void launch_tile_kernel(const Plan& p, int64_t rows, int32_t device, cudaStream_
       tile_prefetches<P, S>() || smem > 0
           ? resident_grid<kKernel>(rows, P::rows_per_block, P::threads, device, smem, max_per_sm)
           : tile_grid(rows, P::rows_per_block);
-  kKernel<<<grid, P::threads, smem, stream>>>(p);
+  cuda::launch_dependent_shared(kKernel, device, grid, P::threads, smem, stream,
+                                "row kernel launch", p);
 }
 
 // Launches the common form (no residual, no mask) of a register-cached kernel family over `rows`

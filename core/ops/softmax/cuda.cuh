@@ -30,6 +30,7 @@
 #include "core/ops/rows/staged.cuh"
 #include "core/ops/rows/tile.cuh"
 #include "core/ops/softmax/softmax.hpp"
+#include "core/runtime/cuda/grid_dependency.cuh"
 #include "core/runtime/error.hpp"
 
 namespace kf::softmax {
@@ -58,6 +59,8 @@ __device__ __forceinline__ math::compute_t<S> logit(const Plan& p, int64_t xb, i
 template <class Policy, class S>
 __global__ void __launch_bounds__(Policy::threads)
     streaming_kernel(const __grid_constant__ Plan p) {
+  cuda::wait_prior_grid();  // a dependent launch: nothing global is touched before this
+  cuda::allow_next_grid();
   using T = math::compute_t<S>;
   namespace st = math::stats;
   __shared__ T scratch_max[32];
@@ -116,6 +119,8 @@ __global__ void __launch_bounds__(Policy::threads)
 template <class P, class S, bool kMask, bool kStage = true, int kBlocks = 0>
 __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile_min_blocks<P, S>())
     cached_kernel(const __grid_constant__ Plan p) {
+  cuda::wait_prior_grid();  // a dependent launch: nothing global is touched before this
+  cuda::allow_next_grid();
   using T = math::compute_t<S>;
   using Traits = math::StorageTraits<S>;
   using Prim = typename math::PrimitivesFor<S>::type;
@@ -433,6 +438,8 @@ template <class S, bool kClustered, bool kMasked,
           bool kInPass = (kClustered && rows::StagedPolicy::restages_in_pass<S>())>
 __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
     staged_kernel(const __grid_constant__ Plan p, const rows::Staging g) {
+  cuda::wait_prior_grid();  // a dependent launch: nothing global is touched before this
+  cuda::allow_next_grid();
   using T = math::compute_t<S>;
   using Traits = math::StorageTraits<S>;
   using Prim = typename math::PrimitivesFor<S>::type;

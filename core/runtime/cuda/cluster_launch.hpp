@@ -8,6 +8,7 @@
 #include <cstddef>
 
 #include "core/runtime/cuda/cuda_check.hpp"
+#include "core/runtime/cuda/launch.hpp"
 
 namespace kf {
 namespace cuda {
@@ -15,20 +16,30 @@ namespace cuda {
 // A launch configuration with clusters of `cluster` consecutive blocks along x (1: none), for
 // cudaLaunchKernelEx and the cluster occupancy queries. The cluster attribute lives in the
 // object, so get() stays valid as long as the object does (hence no copies).
+// dependent: also a programmatic dependent launch (see grid_dependency.cuh).
 class ClusterConfig {
  public:
   ClusterConfig(dim3 grid, dim3 block, size_t shared_bytes, int cluster,
-                cudaStream_t stream = nullptr) {
-    attribute_.id = cudaLaunchAttributeClusterDimension;
-    attribute_.val.clusterDim.x = static_cast<unsigned>(cluster);
-    attribute_.val.clusterDim.y = 1;
-    attribute_.val.clusterDim.z = 1;
+                cudaStream_t stream = nullptr, bool dependent = false) {
+    unsigned n = 0;
+    if (cluster > 1) {
+      attributes_[n].id = cudaLaunchAttributeClusterDimension;
+      attributes_[n].val.clusterDim.x = static_cast<unsigned>(cluster);
+      attributes_[n].val.clusterDim.y = 1;
+      attributes_[n].val.clusterDim.z = 1;
+      ++n;
+    }
+    if (dependent) {
+      attributes_[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attributes_[n].val.programmaticStreamSerializationAllowed = 1;
+      ++n;
+    }
     config_.gridDim = grid;
     config_.blockDim = block;
     config_.dynamicSmemBytes = shared_bytes;
     config_.stream = stream;
-    config_.attrs = cluster > 1 ? &attribute_ : nullptr;
-    config_.numAttrs = cluster > 1 ? 1 : 0;
+    config_.attrs = n > 0 ? attributes_ : nullptr;
+    config_.numAttrs = n;
   }
   ClusterConfig(const ClusterConfig&) = delete;
   ClusterConfig& operator=(const ClusterConfig&) = delete;
@@ -36,7 +47,7 @@ class ClusterConfig {
   const cudaLaunchConfig_t* get() const { return &config_; }
 
  private:
-  cudaLaunchAttribute attribute_{};
+  cudaLaunchAttribute attributes_[2] = {};
   cudaLaunchConfig_t config_{};
 };
 
@@ -55,11 +66,16 @@ int max_active_clusters(void (*kernel)(Params...), int threads, size_t shared_by
 }
 
 // Launches kernel(args...) on `stream` with clusters of `cluster` consecutive blocks along x
-// (grid.x a multiple of it; 1: a plain launch). Throws kf::Error(KF_ERROR_CUDA) naming `what`.
+// (grid.x a multiple of it; 1: no clusters), as a programmatic dependent launch on `device` (the
+// current one) where the device and the kernel's code allow it (dependent_launch_supported),
+// else an ordinary one: `kernel` must begin with cuda::wait_prior_grid(), before any global
+// memory access. Throws kf::Error(KF_ERROR_CUDA) naming `what`.
 template <class... Params, class... Args>
-void launch_clustered(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes,
-                      int cluster, cudaStream_t stream, const char* what, const Args&... args) {
-  const ClusterConfig config(grid, block, shared_bytes, cluster, stream);
+void launch_clustered_dependent(void (*kernel)(Params...), int device, dim3 grid, dim3 block,
+                                size_t shared_bytes, int cluster, cudaStream_t stream,
+                                const char* what, const Args&... args) {
+  const bool dependent = dependent_launch_supported(reinterpret_cast<const void*>(kernel), device);
+  const ClusterConfig config(grid, block, shared_bytes, cluster, stream, dependent);
   check(cudaLaunchKernelEx(config.get(), kernel, args...), what);
 }
 

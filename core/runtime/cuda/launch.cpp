@@ -165,6 +165,10 @@ void launch_kernel(const void* kernel, int device, dim3 grid, dim3 block, size_t
     launch_function(function, grid, block, shared_bytes, stream, params, what);
 }
 
+bool dependent_launch_supported(const void* kernel, int device) {
+  return function_of(kernel, device).dependent;
+}
+
 void* library_kernel_function(void* kernel) {
   const DriverEntryPoints& d = driver();
   CUfunction function = nullptr;

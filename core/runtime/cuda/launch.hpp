@@ -66,5 +66,24 @@ void launch_dependent(void (*kernel)(Params...), int device, dim3 grid, dim3 blo
                 /*dependent=*/true);
 }
 
+// launch_dependent with `shared_bytes` of dynamic shared memory a block.
+template <class... Params, class... Args>
+void launch_dependent_shared(void (*kernel)(Params...), int device, dim3 grid, dim3 block,
+                             size_t shared_bytes, cudaStream_t stream, const char* what,
+                             const Args&... args) {
+  static_assert(sizeof...(Params) == sizeof...(Args), "argument count must match the kernel");
+  static_assert((std::is_same<std::decay_t<Params>, Args>::value && ...),
+                "each argument must have its kernel parameter's exact type");
+  void* params[] = {const_cast<void*>(static_cast<const void*>(&args))...};
+  launch_kernel(reinterpret_cast<const void*>(kernel), device, grid, block, shared_bytes, stream,
+                params, what, /*dependent=*/true);
+}
+
+// Whether a launch of `kernel` on `device` (the current one) may be a dependent launch: the
+// device is sm_90 or later and the kernel's code was compiled from PTX 9.0 or later (the test
+// launch_kernel applies; cached per thread, kernel and device). For launch paths of their own
+// (cluster launches, core/runtime/cuda/cluster_launch.hpp).
+bool dependent_launch_supported(const void* kernel, int device);
+
 }  // namespace cuda
 }  // namespace kf
