@@ -14,9 +14,6 @@
 
 namespace kf_bench {
 
-// Runs per batch where the seed rows are also timed back to back (RunTimer::time_batches).
-constexpr int kBackToBackRuns = 20;
-
 struct CaseResult {
   Op op = Op::kAdd;
   kf_activation_t act = KF_ACTIVATION_NONE;

@@ -81,6 +81,7 @@ OpCaseRunner::OpCaseRunner(const Options& options, kf_context_t* ctx, kf_stream_
     : options_(options),
       ctx_(ctx),
       stream_(stream),
+      device_(device),
       cache_bytes_(cache_bytes),
       target_bytes_(options.large_mib * kMiB),
       timer_(ctx, stream, device, options.iters) {}
@@ -139,7 +140,11 @@ void OpCaseRunner::run_case(Case* c, const std::function<void(const OpResult&)>&
       r.check = c->verify(*state);
       r.failed = r.check.compare(0, 2, "ok") != 0;  // "ok" or "ok (details)"
     }
-    r.us = median(timer_.time_runs(warmup, options_.iters, [&](int run) { c->body(*state, run); }));
+    const auto body = [&](int run) { c->body(*state, run); };
+    r.us = median(timer_.time_runs(warmup, options_.iters, body));
+    if (device_ == KF_DEVICE_CUDA && r.target == "seed")
+      r.back_to_back_us =
+          median(timer_.time_batches(warmup, options_.iters, kBackToBackRuns, body));
   } catch (const Failure& e) {
     r.failed = true;
     r.check = std::string("error: ") + e.what();

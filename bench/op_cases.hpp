@@ -24,6 +24,9 @@ struct OpResult {
   int buffer_sets = 1;
   double bytes = 0;  // each input read once, each output written once
   double us = 0;     // median
+  // CUDA seed rows: the op timed back to back (RunTimer::time_batches), median per run; 0 when
+  // not measured. For reference: the targets are judged on `us`.
+  double back_to_back_us = 0;
   std::string check = "skipped";
   bool failed = false;
 
@@ -58,6 +61,7 @@ class OpCaseRunner {
   const Options& options_;
   kf_context_t* ctx_;
   kf_stream_t* stream_;
+  kf_device_type_t device_;
   uint64_t cache_bytes_;
   double target_bytes_;  // traffic of one run of each case
   RunTimer timer_;

@@ -12,6 +12,10 @@
 
 namespace kf_bench {
 
+// Runs per batch where the seed rows (element-wise and ops suites) are also timed back to back
+// (RunTimer::time_batches).
+constexpr int kBackToBackRuns = 20;
+
 // Times a piece of work enqueued on one stream.
 class RunTimer {
  public:
