@@ -430,6 +430,12 @@ class Elementwise : public ::testing::Test, protected DeviceTest {
     }
     return message;
   }
+  // expect_error with KF_ERROR_INVALID_HANDLE, whose message must name the parameter `param`.
+  void expect_dead_handle(const std::function<kf_result_t(Op)>& body, kf_tensor_t* out,
+                          const std::string& param, const std::string& what) {
+    const std::string message = expect_error(KF_ERROR_INVALID_HANDLE, body, out, what);
+    EXPECT_NE(message.find(param + " ("), std::string::npos) << what << ": " << message;
+  }
 };
 
 TEST_F(Elementwise, ExplicitStream) {
@@ -624,18 +630,13 @@ TEST_F(Elementwise, DestroyedHandles) {
   kf_tensor_t* gone = nullptr;
   KF_ASSERT_OK(kf_tensor_create(ctx(), &desc, &gone));
   KF_ASSERT_OK(kf_tensor_destroy(gone));  // `gone` is a dangling handle from here on
-  std::string message = expect_error(
-      KF_ERROR_INVALID_HANDLE,
-      [&](Op op) { return call(op, ctx(), a, gone, out, KF_ACTIVATION_NONE); }, out, "destroyed b");
-  EXPECT_NE(message.find("b ("), std::string::npos) << message;
+  expect_dead_handle([&](Op op) { return call(op, ctx(), a, gone, out, KF_ACTIVATION_NONE); }, out,
+                     "b", "destroyed b");
   kf_stream_t* stream = nullptr;
   KF_ASSERT_OK(kf_stream_create(ctx(), nullptr, &stream));
   KF_ASSERT_OK(kf_stream_destroy(stream));
-  message = expect_error(
-      KF_ERROR_INVALID_HANDLE,
-      [&](Op op) { return call(op, ctx(), a, b, out, KF_ACTIVATION_NONE, stream); }, out,
-      "destroyed stream");
-  EXPECT_NE(message.find("s ("), std::string::npos) << message;
+  expect_dead_handle([&](Op op) { return call(op, ctx(), a, b, out, KF_ACTIVATION_NONE, stream); },
+                     out, "s", "destroyed stream");
 
   // Handles that this thread has just used successfully (and so holds as recently checked) are
   // refused once destroyed: every handle of a call, in the order of the parameters.
@@ -651,19 +652,15 @@ TEST_F(Elementwise, DestroyedHandles) {
                                                    used_stream));
   KF_ASSERT_OK(kf_stream_synchronize(used_stream));
   KF_ASSERT_OK(kf_tensor_destroy(used_out));
-  message = expect_error(
-      KF_ERROR_INVALID_HANDLE,
+  expect_dead_handle(
       [&](Op op) { return call(op, ctx(), a, used_b, used_out, KF_ACTIVATION_NONE, used_stream); },
-      nullptr, "out destroyed after a call that used it");
-  EXPECT_NE(message.find("out ("), std::string::npos) << message;
+      nullptr, "out", "out destroyed after a call that used it");
   KF_ASSERT_OK(kf_stream_destroy(used_stream));
   KF_ASSERT_OK(kf_tensor_destroy(used_b));
   // Both b and the stream are dead now: the first of them in parameter order is named.
-  message = expect_error(
-      KF_ERROR_INVALID_HANDLE,
+  expect_dead_handle(
       [&](Op op) { return call(op, ctx(), a, used_b, out, KF_ACTIVATION_NONE, used_stream); }, out,
-      "b and s destroyed after a call that used them");
-  EXPECT_NE(message.find("b ("), std::string::npos) << message;
+      "b", "b and s destroyed after a call that used them");
   expect_error(
       KF_ERROR_INVALID_HANDLE,
       [&](Op op) {
