@@ -123,6 +123,13 @@ if ((build_rc == 0)) && [[ -f $BUILD/CTestTestfile.cmake ]]; then
          if (name[id] ~ /_cuda$/) counts[name[id]] = counts[name[id]] sprintf(" %s %s,", $5, tolower($3)) }
        END { for (t in counts) { c = counts[t]; sub(/,$/, "", c); printf "  %-28s%s\n", t, c } }' \
     "$BUILD/ctest_verbose.log" | sort >"$BUILD/cuda_tests.txt"
+  # The Python frontend's pytest runs: their summary lines ("N passed, M skipped in T s").
+  awk '/^ *Start +[0-9]+: python_frontend_/ { id = $2; sub(":", "", id); name[id] = $3 }
+       { id = $1; sub(":", "", id) }
+       (id in name) && / (passed|failed|error)/ && / in [0-9.]+s/ {
+         line = $0; sub(/^[0-9]+: /, "", line); gsub(/=/, "", line); sub(/^ +/, "", line)
+         printf "  %-28s %s\n", name[id], line }' "$BUILD/ctest_verbose.log" |
+    sort >>"$BUILD/cuda_tests.txt"
   cat "$BUILD/cuda_tests.txt"
   record "ctest" $ctest_rc "($((SECONDS - start))s): $(grep -E 'tests passed' "$OUT/ctest.log" | tail -n 1)"
 else

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command (README: `bash .ci/test.sh`), for a fresh Debian machine or a developer's:
-#   0. installs the build tools that are missing (apt-get; nothing when all are there)
+#   0. installs the build tools that are missing (apt-get; nothing when all are there), and
+#      NumPy and pytest for the Python frontend's tests (pip, else apt-get)
 #   a. the main build in build/ci (CUDA on when nvcc exists: its tests report "skipped" without
 #      a GPU) and the whole CTest suite
 #   b. a CPU-only AddressSanitizer + UndefinedBehaviorSanitizer build in build/asan, running the
@@ -61,6 +62,28 @@ install_missing_tools() {
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
 }
 
+# NumPy and pytest for the Python frontend's tests (frontends/python), into the python3 that the
+# build's CMake is given: pip first, Debian's packages where pip is refused (an externally managed
+# system Python) or missing.
+install_python_modules() {
+  if ! command -v python3 >/dev/null; then
+    echo "no python3: the Python frontend's tests will report skipped"
+    return 0
+  fi
+  if python3 -c 'import numpy, pytest' 2>/dev/null; then
+    echo "present: numpy, pytest ($(python3 -c 'import numpy; print("numpy", numpy.__version__)'))"
+    return 0
+  fi
+  if python3 -m pip install --quiet numpy pytest; then
+    return 0
+  fi
+  command -v dpkg >/dev/null || return 1
+  local sudo=()
+  [[ $(id -u) == 0 ]] || sudo=(sudo)
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+    python3-numpy python3-pytest
+}
+
 # The CUDA compiler, from PATH or the toolkit's usual place; empty when there is none.
 find_nvcc() {
   command -v nvcc || { [[ -x /usr/local/cuda/bin/nvcc ]] && echo /usr/local/cuda/bin/nvcc; } || true
@@ -76,7 +99,9 @@ main_configure() {
     cuda_args=(-DKF_ENABLE_CUDA=OFF)
     echo "no nvcc: CPU-only build"
   fi
-  cmake -S . -B build/ci -G Ninja -DCMAKE_BUILD_TYPE=Release "${cuda_args[@]}"
+  local python=()
+  command -v python3 >/dev/null && python=(-DPython3_EXECUTABLE="$(command -v python3)")
+  cmake -S . -B build/ci -G Ninja -DCMAKE_BUILD_TYPE=Release "${cuda_args[@]}" "${python[@]}"
 }
 
 main_build() { main_configure && cmake --build build/ci -j "$JOBS"; }
@@ -146,6 +171,7 @@ summary_lines() {  # the ctest summary of a log (with the lists of failed tests)
 mkdir -p build
 rm -f build/ci/ctest.log build/asan/ctest.log build/tsan/ctest.log  # never quote an earlier run
 step "0. tools" install_missing_tools
+step "0. python modules" install_python_modules
 step "a. main build" main_build
 if [[ $LAST_RC == 0 ]]; then step "a. main ctest" main_ctest; else skip "a. main ctest" "the build failed"; fi
 step "b. asan+ubsan build (cpu)" asan_build

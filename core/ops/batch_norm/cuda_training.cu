@@ -446,10 +446,6 @@ void run_training_cuda(const Plan& plan, int32_t device_id, cudaStream_t stream)
     case KF_DTYPE_FLOAT64: launch_training<double>(plan, device_id, stream); break;
     default: launch_training<float>(plan, device_id, stream); break;
   }
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess)
-    fail(KF_ERROR_CUDA, "batch norm kernel launch: %s (%s)", cudaGetErrorString(e),
-         cudaGetErrorName(e));
 }
 
 }  // namespace kf::batch_norm

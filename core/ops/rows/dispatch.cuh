@@ -8,7 +8,6 @@
 
 #include "core/math/numeric.hpp"
 #include "core/runtime/cuda/launch.hpp"
-#include "core/runtime/error.hpp"
 #include "kernel_fusion/types.h"
 
 namespace kf::rows {
@@ -20,9 +19,9 @@ using RowLauncher = bool (*)(const Plan&, int32_t device, cudaStream_t);
 // Launches a family's kernel for p's rows, in its order of preference: the staged kernel (dense
 // rows of 16-byte vectors: `vectors`), else the register-cached kernel (dense rows: 16-byte
 // vectors where they fit, else one element at a time), else the streaming kernel, which takes
-// any rows (a block per row, up to about a million blocks). Fails with KF_ERROR_CUDA, naming
-// `what`, when the launch failed. Every kernel is a dependent launch (launch_dependent): each
-// begins with cuda::wait_prior_grid().
+// any rows (a block per row, up to about a million blocks). A failed launch throws KF_ERROR_CUDA
+// from its launcher, which names what it launched (`what` for the streaming kernel). Every kernel
+// is a dependent launch (launch_dependent): each begins with cuda::wait_prior_grid().
 template <class Plan>
 void launch_in_order(const Plan& p, bool vectors, int32_t device, cudaStream_t stream,
                      RowLauncher<Plan> staged, RowLauncher<Plan> cached_vectors,
@@ -36,9 +35,6 @@ void launch_in_order(const Plan& p, bool vectors, int32_t device, cudaStream_t s
     cuda::launch_dependent(streaming, device, static_cast<unsigned>(grid), streaming_threads,
                            stream, what, p);
   }
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess)
-    fail(KF_ERROR_CUDA, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
 // Calls fn(S{}) with the storage type S of a float dtype (f16, bf16, f64; f32 otherwise).

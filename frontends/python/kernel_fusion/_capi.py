@@ -1,0 +1,237 @@
+"""ctypes declarations of the C ABI (include/kernel_fusion/*.h) and the library loader.
+
+Only what the Python frontend calls is declared. Struct layouts mirror the public headers; the
+library checks each option struct's struct_size, so a mismatch is refused rather than misread.
+"""
+
+import ctypes
+import ctypes.util
+import os
+
+# ---- enums (values fixed by include/kernel_fusion/types.h) ----------------------------------
+
+SUCCESS = 0
+ERROR_NAMES = {
+    1: "INVALID_ARGUMENT",
+    2: "INVALID_HANDLE",
+    3: "OUT_OF_MEMORY",
+    4: "NOT_SUPPORTED",
+    5: "SHAPE_MISMATCH",
+    6: "DTYPE_MISMATCH",
+    7: "DEVICE_MISMATCH",
+    8: "NO_DEVICE",
+    9: "CUDA",
+    10: "VERSION_MISMATCH",
+    11: "INTERNAL",
+    12: "COMPILE",
+}
+
+DEVICE_CPU = 0
+DEVICE_CUDA = 1
+
+DTYPES = {  # name -> (kf_dtype_t, bytes)
+    "float32": (0, 4),
+    "float16": (1, 2),
+    "bfloat16": (2, 2),
+    "float64": (3, 8),
+    "int8": (4, 1),
+    "uint8": (5, 1),
+    "int32": (6, 4),
+    "int64": (7, 8),
+}
+DTYPE_NAMES = {code: name for name, (code, _) in DTYPES.items()}
+
+ACTIVATIONS = {
+    None: 0,
+    "none": 0,
+    "relu": 1,
+    "gelu": 2,
+    "gelu_tanh": 3,
+    "silu": 4,
+    "tanh": 5,
+    "sigmoid": 6,
+}
+
+REDUCE_OPS = {
+    "sum": 0,
+    "mean": 1,
+    "max": 2,
+    "min": 3,
+    "sum_squares": 4,
+    "mean_abs": 5,
+    "l2_norm": 6,
+}
+
+LAYOUTS = {"nchw": 0, "nhwc": 1}
+
+MAX_DIMS = 8
+STREAM_NON_BLOCKING = 1
+
+# ---- structs ----------------------------------------------------------------------------------
+
+
+class TensorDesc(ctypes.Structure):
+    _fields_ = [
+        ("ndim", ctypes.c_int32),
+        ("shape", ctypes.c_int64 * MAX_DIMS),
+        ("strides", ctypes.c_int64 * MAX_DIMS),
+        ("dtype", ctypes.c_int),
+    ]
+
+
+class ContextConfig(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("device_type", ctypes.c_int),
+        ("device_id", ctypes.c_int32),
+        ("memory_limit_bytes", ctypes.c_uint64),
+        ("cpu_threads", ctypes.c_int32),
+    ]
+
+
+class StreamConfig(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("priority", ctypes.c_int32),
+        ("flags", ctypes.c_uint32),
+    ]
+
+
+class DeviceProperties(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("name", ctypes.c_char * 256),
+        ("device_type", ctypes.c_int),
+        ("device_id", ctypes.c_int32),
+        ("compute_capability_major", ctypes.c_int32),
+        ("compute_capability_minor", ctypes.c_int32),
+        ("multiprocessor_count", ctypes.c_int32),
+        ("total_memory_bytes", ctypes.c_uint64),
+        ("l2_cache_bytes", ctypes.c_uint64),
+        ("stream_priority_least", ctypes.c_int32),
+        ("stream_priority_greatest", ctypes.c_int32),
+    ]
+
+
+class MemoryStats(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("in_use_bytes", ctypes.c_uint64),
+        ("reserved_bytes", ctypes.c_uint64),
+        ("peak_in_use_bytes", ctypes.c_uint64),
+        ("limit_bytes", ctypes.c_uint64),
+        ("allocation_count", ctypes.c_uint64),
+    ]
+
+
+# ---- the library ------------------------------------------------------------------------------
+
+_P = ctypes.c_void_p  # every handle is an opaque pointer
+_R = ctypes.c_int  # kf_result_t
+_I32 = ctypes.c_int32
+_I64 = ctypes.c_int64
+_U64 = ctypes.c_uint64
+_D = ctypes.c_double
+_PP = ctypes.POINTER(ctypes.c_void_p)
+
+# name: (restype, argtypes)
+_PROTOTYPES = {
+    "kf_result_string": (ctypes.c_char_p, [_R]),
+    "kf_get_last_error_message": (ctypes.c_char_p, []),
+    "kf_get_version": (ctypes.c_uint32, []),
+    "kf_get_device_count": (_R, [ctypes.c_int, ctypes.POINTER(_I32)]),
+    "kf_get_device_properties": (_R, [ctypes.c_int, _I32, ctypes.POINTER(DeviceProperties)]),
+    "kf_context_create": (_R, [ctypes.POINTER(ContextConfig), _PP]),
+    "kf_context_destroy": (_R, [_P]),
+    "kf_context_get_device": (_R, [_P, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(_I32)]),
+    "kf_context_synchronize": (_R, [_P]),
+    "kf_context_get_stream_priority_range": (_R, [_P, ctypes.POINTER(_I32), ctypes.POINTER(_I32)]),
+    "kf_context_get_memory_stats": (_R, [_P, ctypes.POINTER(MemoryStats)]),
+    "kf_context_reset_peak_memory": (_R, [_P]),
+    "kf_context_trim_memory": (_R, [_P, _U64]),
+    "kf_stream_create": (_R, [_P, ctypes.POINTER(StreamConfig), _PP]),
+    "kf_stream_wrap_native": (_R, [_P, _P, _PP]),
+    "kf_stream_get_native": (_R, [_P, _PP]),
+    "kf_stream_get_priority": (_R, [_P, ctypes.POINTER(_I32)]),
+    "kf_stream_destroy": (_R, [_P]),
+    "kf_stream_synchronize": (_R, [_P]),
+    "kf_stream_wait_event": (_R, [_P, _P]),
+    "kf_event_create": (_R, [_P, _PP]),
+    "kf_event_record": (_R, [_P, _P]),
+    "kf_event_synchronize": (_R, [_P]),
+    "kf_event_query": (_R, [_P, ctypes.POINTER(_I32)]),
+    "kf_event_elapsed_ms": (_R, [_P, _P, ctypes.POINTER(ctypes.c_float)]),
+    "kf_event_destroy": (_R, [_P]),
+    "kf_tensor_create_async": (_R, [_P, ctypes.POINTER(TensorDesc), _P, _PP]),
+    "kf_tensor_create_view": (_R, [_P, ctypes.POINTER(TensorDesc), _I64, _PP]),
+    "kf_tensor_destroy": (_R, [_P]),
+    "kf_tensor_get_desc": (_R, [_P, ctypes.POINTER(TensorDesc)]),
+    "kf_tensor_get_data": (_R, [_P, _PP]),
+    "kf_tensor_get_device": (_R, [_P, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(_I32)]),
+    "kf_tensor_copy_from_host": (_R, [_P, _P, ctypes.c_size_t, _P]),
+    "kf_tensor_copy_to_host": (_R, [_P, _P, ctypes.c_size_t, _P]),
+    "kf_tensor_from_dlpack": (_R, [_P, _P, _PP]),
+    "kf_tensor_from_dlpack_legacy": (_R, [_P, _P, _PP]),
+    "kf_tensor_to_dlpack": (_R, [_P, _PP]),
+    "kf_tensor_to_dlpack_legacy": (_R, [_P, _PP]),
+    "kf_fused_elementwise_add_activation": (_R, [_P, _P, _P, _P, ctypes.c_int, _P]),
+    "kf_fused_elementwise_mul_activation": (_R, [_P, _P, _P, _P, ctypes.c_int, _P]),
+    "kf_fused_bias_activation": (_R, [_P, _P, _P, _P, ctypes.c_int, _P]),
+    "kf_fused_gelu_dropout": (_R, [_P, _P, _P, _P, _D, _I32, _U64, _U64, _P]),
+    "kf_fused_layer_norm_activation": (_R, [_P, _P, _P, _P, _P, _P, _P, _I32, _D, ctypes.c_int, _P]),
+    "kf_fused_rms_norm_activation": (_R, [_P, _P, _P, _P, _P, _P, _D, ctypes.c_int, _P]),
+    "kf_fused_softmax": (_R, [_P, _P, _P, _P, _D, _I32, _P]),
+    "kf_log_softmax": (_R, [_P, _P, _P, _P, _D, _I32, _P]),
+    "kf_fused_batch_norm_activation": (
+        _R,
+        [_P, _P, _P, _P, _P, _P, _P, _I32, _D, _D, ctypes.c_int, ctypes.c_int, _P],
+    ),
+    "kf_reduce": (_R, [_P, _P, _P, ctypes.c_int, ctypes.POINTER(_I32), _I32, _I32, _P]),
+}
+
+# The oldest library this frontend works with (kf_get_version: major * 10000 + minor * 100 + patch):
+# 0.2.0, the first with every op above. The major version must match (SONAME libkernel_fusion.so.0).
+MIN_VERSION = 200
+MAJOR = 0
+
+
+def _candidates():
+    explicit = os.environ.get("KF_LIBRARY")
+    if explicit:
+        return [explicit]
+    here = os.path.dirname(os.path.abspath(__file__))
+    names = ["libkernel_fusion.so.0", "libkernel_fusion.so"]
+    found = [os.path.join(here, n) for n in names if os.path.exists(os.path.join(here, n))]
+    system = ctypes.util.find_library("kernel_fusion")
+    if system:
+        found.append(system)
+    return found + names  # last: the dynamic loader's own search path
+
+
+def load():
+    """Loads libkernel_fusion (KF_LIBRARY names it; else beside this package, else the loader's
+    search path) and declares the prototypes. Raises OSError naming every place tried."""
+    errors = []
+    for path in _candidates():
+        try:
+            lib = ctypes.CDLL(path)
+            break
+        except OSError as e:
+            errors.append(f"{path}: {e}")
+    else:
+        raise OSError(
+            "libkernel_fusion could not be loaded (set KF_LIBRARY to its path): "
+            + "; ".join(errors)
+        )
+    for name, (restype, argtypes) in _PROTOTYPES.items():
+        fn = getattr(lib, name)  # AttributeError names a symbol the library does not export
+        fn.restype = restype
+        fn.argtypes = argtypes
+    version = lib.kf_get_version()
+    if version // 10000 != MAJOR or version < MIN_VERSION:
+        raise OSError(
+            f"libkernel_fusion {version // 10000}.{version // 100 % 100}.{version % 100} at "
+            f"{path} is not served by this frontend (needs {MAJOR}.x, at least "
+            f"{MIN_VERSION // 10000}.{MIN_VERSION // 100 % 100}.{MIN_VERSION % 100})"
+        )
+    return lib, path

@@ -1,0 +1,101 @@
+"""Zero-copy exchange with the GPU frameworks (PyTorch, CuPy) on a CUDA context: tensors borrowed
+both ways, ops on a framework's own stream, and DLPack's stream ordering with no synchronisation.
+Runs with --device cuda; each framework's tests skip where it is not installed."""
+
+import math
+
+import numpy as np
+import pytest
+
+import kernel_fusion as kf
+
+pytestmark = pytest.mark.usefixtures("cuda_only")
+
+
+@pytest.fixture
+def cuda_only(device):
+    if device != "cuda":
+        pytest.skip("framework exchange runs with --device cuda")
+
+
+TOL = {"float32": 2e-5, "float16": 2e-3, "bfloat16": 2e-2}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_torch_tensors_both_ways(ctx, dtype):
+    torch = pytest.importorskip("torch")
+    tdtype = getattr(torch, dtype)
+    x = torch.randn(96, 1000, device=f"cuda:{ctx.device_id}", dtype=tdtype) * 3
+    w = torch.randn(1000, device=x.device, dtype=tdtype)
+    b = torch.randn(1000, device=x.device, dtype=tdtype)
+    t = ctx.from_dlpack(x)
+    assert t.data_ptr == x.data_ptr() and t.shape == (96, 1000) and t.dtype == dtype
+    stream = ctx.wrap_stream(torch.cuda.current_stream().cuda_stream)  # torch's own stream
+    y = kf.softmax(t, scale=0.5, stream=stream)
+    ln = kf.layer_norm(t, ctx.from_dlpack(w), ctx.from_dlpack(b), eps=1e-5, activation="gelu",
+                       stream=stream)
+    yt, lnt = torch.from_dlpack(y), torch.from_dlpack(ln)
+    assert yt.data_ptr() == y.data_ptr and yt.dtype == tdtype  # borrowed, not copied
+    xd = x.double()
+    ref = torch.softmax(0.5 * xd, -1)
+    ref_ln = torch.nn.functional.gelu(torch.nn.functional.layer_norm(xd, (1000,), w.double(),
+                                                                     b.double(), 1e-5))
+    torch.testing.assert_close(yt.double(), ref, rtol=TOL[dtype], atol=TOL[dtype] / 10)
+    torch.testing.assert_close(lnt.double(), ref_ln, rtol=TOL[dtype], atol=TOL[dtype] * 4)
+    t.close()
+    y.close()  # torch's view keeps the memory
+    torch.testing.assert_close(yt.double(), ref, rtol=TOL[dtype], atol=TOL[dtype] / 10)
+
+
+def test_torch_ordering_without_synchronisation(ctx):
+    """A torch side stream writes x at the end of a long queue; kf reads it on its own stream
+    and torch reads kf's result on another: each hand-over is a stream wait, not a host sync."""
+    torch = pytest.importorskip("torch")
+    dev = f"cuda:{ctx.device_id}"
+    side, reader = torch.cuda.Stream(device=dev), torch.cuda.Stream(device=dev)
+    a = torch.randn(4096, 4096, device=dev)
+    torch.cuda.synchronize(dev)
+    with torch.cuda.stream(side):
+        x = torch.full((512, 4096), float("nan"), device=dev)
+        busy = a
+        for _ in range(30):  # ~milliseconds of work queued before x is written
+            busy = busy @ a
+            busy /= busy.norm()
+        x.copy_(busy[:512])
+        t = ctx.from_dlpack(x)  # torch's side stream is current: kf's stream waits for it
+    y = kf.rms_norm(t, eps=1e-6)
+    with torch.cuda.stream(reader):
+        yt = torch.from_dlpack(y)  # the reader stream waits for kf's stream
+        total = yt.double().sum(-1)
+    torch.cuda.synchronize(dev)
+    xd = busy[:512].double()
+    ref = xd / torch.sqrt((xd * xd).mean(-1, keepdim=True) + 1e-6)
+    assert not torch.isnan(yt).any()
+    torch.testing.assert_close(yt.double(), ref, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(total, ref.sum(-1), rtol=1e-4, atol=1e-3)
+
+
+def test_cupy_arrays_both_ways(ctx):
+    cp = pytest.importorskip("cupy")
+    with cp.cuda.Device(ctx.device_id):
+        x = cp.random.standard_normal((33, 4099), dtype=cp.float32)
+        bias = cp.random.standard_normal((4099,), dtype=cp.float32)
+        strided = x[:, ::2]  # a non-contiguous view, borrowed with its strides
+        t = ctx.from_dlpack(strided)
+        assert t.strides == (4099, 2) and t.data_ptr == strided.data.ptr
+        out = kf.bias_activation(ctx.from_dlpack(x), ctx.from_dlpack(bias), activation="gelu")
+        mean = kf.reduce(t, "mean_abs", 0)
+        got, got_mean = cp.from_dlpack(out), cp.from_dlpack(mean)
+        assert got.data.ptr == out.data_ptr
+        v = cp.asnumpy(x).astype(np.float64) + cp.asnumpy(bias)
+        erf = np.vectorize(math.erf)
+        np.testing.assert_allclose(cp.asnumpy(got), 0.5 * v * (1 + erf(v / math.sqrt(2))),
+                                   rtol=2e-5, atol=2e-6)
+        np.testing.assert_allclose(cp.asnumpy(got_mean),
+                                   np.abs(cp.asnumpy(strided).astype(np.float64)).mean(0),
+                                   rtol=2e-5, atol=2e-6)
+
+
+def test_host_memory_is_refused_by_a_cuda_context(ctx):
+    with pytest.raises(kf.DeviceMismatchError):
+        ctx.from_dlpack(np.ones(4, np.float32))
