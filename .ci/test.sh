@@ -74,14 +74,16 @@ install_python_modules() {
     echo "present: numpy, pytest ($(python3 -c 'import numpy; print("numpy", numpy.__version__)'))"
     return 0
   fi
-  if python3 -m pip install --quiet numpy pytest; then
-    return 0
+  python3 -m pip install --quiet numpy pytest && return 0
+  if command -v dpkg >/dev/null; then
+    local sudo=()
+    [[ $(id -u) == 0 ]] || sudo=(sudo)
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      python3-numpy python3-pytest && python3 -c 'import numpy, pytest' 2>/dev/null && return 0
   fi
-  command -v dpkg >/dev/null || return 1
-  local sudo=()
-  [[ $(id -u) == 0 ]] || sudo=(sudo)
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-    python3-numpy python3-pytest
+  # Not fatal: python_frontend_cpu then reports "skipped" (CTest lists it under "did not run").
+  echo "WARNING: numpy and pytest could not be installed for $(command -v python3)"
+  return 0
 }
 
 # The CUDA compiler, from PATH or the toolkit's usual place; empty when there is none.

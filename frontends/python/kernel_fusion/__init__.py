@@ -6,8 +6,8 @@
     y = kf.softmax(x, scale=0.5)               # a new tensor in x's context
     np.from_dlpack(y)                          # borrows y's memory
 
-Every tensor belongs to one Context; ops take kernel_fusion Tensors (import arrays of any DLPack
-producer -- NumPy, PyTorch, CuPy, JAX -- with Context.from_dlpack) and return them. Where `out` is
+Every tensor belongs to one Context; ops take kernel_fusion Tensors (import the arrays of any DLPack
+producer -- NumPy, PyTorch, CuPy ... -- with Context.from_dlpack) and return them. Where `out` is
 not given, an op allocates it from the context's pool. Work is ordered on a Stream: each Context
 has a default one (Context.default_stream), and Context.wrap_stream borrows another runtime's
 (`torch.cuda.current_stream().cuda_stream`), so no synchronisation is added. A failing call raises
