@@ -264,8 +264,10 @@ KF_API kf_result_t kf_log_softmax(kf_context_t* ctx, const kf_tensor_t* x, const
  * The per-channel tensors (weight, bias, running_mean, running_var) are 1-D [C] in the compute
  * type: f32 for f32, f16 and bf16 data, f64 for f64 data. Accumulation is in the same type. Any
  * tensor may be strided; @p out may be @p x itself (in place). On CUDA the call is asynchronous
- * and allocates nothing; training runs one block per channel (or per 32 channels for channels-
- * last data), which reads x twice.
+ * and allocates nothing. Training on channels-first data whose channel runs fill whole 16-byte
+ * vectors and whose channels fit in shared memory (on sm_90 a cluster of up to 16 blocks, about
+ * 1.1 MiB a channel) holds each channel on chip and reads x once; other data is read twice, the
+ * second time partly from L2.
  *
  * @param ctx Context owning all tensors.
  * @param x Input, any floating dtype (f32, f16, bf16, f64), rank >= 2.

@@ -10,8 +10,9 @@ Every tensor belongs to one Context; ops take kernel_fusion Tensors (import the 
 producer -- NumPy, PyTorch, CuPy ... -- with Context.from_dlpack) and return them. Where `out` is
 not given, an op allocates it from the context's pool. Work is ordered on a Stream: each Context
 has a default one (Context.default_stream), and Context.wrap_stream borrows another runtime's
-(`torch.cuda.current_stream().cuda_stream`), so no synchronisation is added. A failing call raises
-an Error subclass carrying the library's message.
+(`torch.cuda.current_stream().cuda_stream`), so no synchronisation is added. Graph is the fusion
+engine: compose operations, compile them into one kernel, launch it on many items. A failing call
+raises an Error subclass carrying the library's message.
 """
 
 import ctypes
@@ -24,7 +25,8 @@ __all__ = [
     "CudaError", "VersionMismatchError", "InternalError", "CompileError",
     "Context", "Stream", "Event", "Tensor", "version", "library_path", "device_count",
     "device_properties", "add_activation", "mul_activation", "bias_activation", "gelu_dropout",
-    "layer_norm", "rms_norm", "softmax", "log_softmax", "batch_norm", "reduce",
+    "layer_norm", "rms_norm", "softmax", "log_softmax", "batch_norm", "reduce", "Graph",
+    "FusedKernel",
 ]
 
 _lib, _path = _capi.load()
@@ -691,3 +693,6 @@ def reduce(x, op, axes=None, *, keepdim=False, out=None, stream=None):
                           int(bool(keepdim)), stream.handle))
     _written(stream, out)
     return out
+
+
+from ._graph import FusedKernel, Graph  # noqa: E402 (uses the names above)

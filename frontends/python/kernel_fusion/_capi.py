@@ -124,6 +124,69 @@ class MemoryStats(ctypes.Structure):
     ]
 
 
+# ---- the fusion engine (include/kernel_fusion/graph.h) -----------------------------------------
+
+INPUT_KINDS = {"tensor": 0, "image": 1, "nv12": 2}
+UNARY_OPS = {"neg": 0, "abs": 1, "exp": 2, "log": 3, "sqrt": 4, "rsqrt": 5, "square": 6}
+BINARY_OPS = {"add": 0, "sub": 1, "mul": 2, "div": 3, "min": 4, "max": 5, "pow": 6, "eq": 7,
+              "ne": 8, "lt": 9, "le": 10, "gt": 11, "ge": 12}
+CAST_MODES = {"wrap": 0, "saturate": 1, "saturate_round": 2}
+INTERPOLATIONS = {None: 0, "none": 0, "nearest": 1, "bilinear": 2}
+BORDERS = {"constant": 0, "replicate": 1, "reflect": 2}
+COLOR_STANDARDS = {"bt601": 0, "bt709": 1}
+COLOR_CONVERSIONS = {"rgb_to_bgr": 0, "rgba_to_bgra": 1, "rgb_to_gray": 2, "bgr_to_gray": 3,
+                     "rgba_to_rgb": 4, "rgb_to_rgba": 5, "rgba_to_bgr": 6, "bgr_to_rgba": 7}
+OUTPUT_LAYOUTS = {"as_is": 0, "planar": 1}
+KERNEL_ORIGINS = {0: "compiled", 1: "memory_cache", 2: "disk_cache"}
+COMPILE_NO_DISK_CACHE = 1
+COMPILE_NO_MEMORY_CACHE = 2
+
+
+class GraphInputDesc(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("kind", ctypes.c_int), ("dtype", ctypes.c_int),
+                ("rank", ctypes.c_int32), ("channels", ctypes.c_int32)]
+
+
+class ImageReadDesc(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("crop", ctypes.c_int32),
+                ("interpolation", ctypes.c_int), ("keep_aspect_ratio", ctypes.c_int32),
+                ("border", ctypes.c_int), ("border_value", ctypes.c_double),
+                ("color_standard", ctypes.c_int), ("full_range", ctypes.c_int32)]
+
+
+class GraphOutputDesc(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("layout", ctypes.c_int),
+                ("batched", ctypes.c_int32)]
+
+
+class CompileOptions(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("max_items", ctypes.c_int32),
+                ("flags", ctypes.c_uint32)]
+
+
+class FusedKernelInfo(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("origin", ctypes.c_int),
+                ("compile_ms", ctypes.c_double), ("n_inputs", ctypes.c_int32),
+                ("n_outputs", ctypes.c_int32), ("max_items", ctypes.c_int32),
+                ("structure_hash", ctypes.c_uint64)]
+
+
+class FusedValue(ctypes.Structure):
+    _fields_ = [("node", ctypes.c_int32), ("index", ctypes.c_int32), ("value", ctypes.c_double)]
+
+
+class Rect(ctypes.Structure):
+    _fields_ = [("x", ctypes.c_int32), ("y", ctypes.c_int32), ("width", ctypes.c_int32),
+                ("height", ctypes.c_int32)]
+
+
+class LaunchArgs(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("n_items", ctypes.c_int32),
+                ("inputs", ctypes.POINTER(ctypes.c_void_p)),
+                ("outputs", ctypes.POINTER(ctypes.c_void_p)), ("crops", ctypes.POINTER(Rect)),
+                ("values", ctypes.POINTER(FusedValue)), ("n_values", ctypes.c_size_t)]
+
+
 # ---- the library ------------------------------------------------------------------------------
 
 _P = ctypes.c_void_p  # every handle is an opaque pointer
@@ -187,6 +250,30 @@ _PROTOTYPES = {
         [_P, _P, _P, _P, _P, _P, _P, _I32, _D, _D, ctypes.c_int, ctypes.c_int, _P],
     ),
     "kf_reduce": (_R, [_P, _P, _P, ctypes.c_int, ctypes.POINTER(_I32), _I32, _I32, _P]),
+    "kf_graph_create": (_R, [_P, _PP]),
+    "kf_graph_destroy": (_R, [_P]),
+    "kf_graph_input": (_R, [_P, ctypes.POINTER(GraphInputDesc), ctypes.POINTER(_I32)]),
+    "kf_graph_scalar": (_R, [_P, _D, ctypes.POINTER(_I32)]),
+    "kf_graph_constant": (_R, [_P, _I32, ctypes.POINTER(_D), ctypes.POINTER(_I32)]),
+    "kf_graph_unary": (_R, [_P, ctypes.c_int, _I32, ctypes.POINTER(_I32)]),
+    "kf_graph_activation": (_R, [_P, ctypes.c_int, _I32, ctypes.POINTER(_I32)]),
+    "kf_graph_binary": (_R, [_P, ctypes.c_int, _I32, _I32, ctypes.POINTER(_I32)]),
+    "kf_graph_clamp": (_R, [_P, _I32, _I32, _I32, ctypes.POINTER(_I32)]),
+    "kf_graph_where": (_R, [_P, _I32, _I32, _I32, ctypes.POINTER(_I32)]),
+    "kf_graph_cast": (_R, [_P, _I32, ctypes.c_int, ctypes.c_int, ctypes.POINTER(_I32)]),
+    "kf_graph_read_image": (_R, [_P, _I32, ctypes.POINTER(ImageReadDesc), ctypes.POINTER(_I32)]),
+    "kf_graph_color_convert": (_R, [_P, _I32, ctypes.c_int, ctypes.POINTER(_I32)]),
+    "kf_graph_normalize": (_R, [_P, _I32, _D, ctypes.POINTER(_D), ctypes.POINTER(_D),
+                                ctypes.POINTER(_I32)]),
+    "kf_graph_output": (_R, [_P, _I32, ctypes.POINTER(GraphOutputDesc), ctypes.POINTER(_I32)]),
+    "kf_graph_compile": (_R, [_P, ctypes.POINTER(CompileOptions), _PP]),
+    "kf_graph_get_source": (_R, [_P, ctypes.POINTER(CompileOptions), ctypes.c_char_p,
+                                 ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]),
+    "kf_fused_kernel_destroy": (_R, [_P]),
+    "kf_fused_kernel_get_info": (_R, [_P, ctypes.POINTER(FusedKernelInfo)]),
+    "kf_fused_kernel_get_source": (_R, [_P, ctypes.c_char_p, ctypes.c_size_t,
+                                        ctypes.POINTER(ctypes.c_size_t)]),
+    "kf_fused_kernel_launch": (_R, [_P, ctypes.POINTER(LaunchArgs), _P]),
 }
 
 # The oldest library this frontend works with (kf_get_version: major * 10000 + minor * 100 + patch):
