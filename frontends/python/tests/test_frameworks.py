@@ -109,3 +109,55 @@ def test_cupy_arrays_both_ways(ctx):
 def test_host_memory_is_refused_by_a_cuda_context(ctx):
     with pytest.raises(kf.DeviceMismatchError):
         ctx.from_dlpack(np.ones(4, np.float32))
+
+
+def test_ops_replay_inside_a_captured_cuda_graph(ctx):
+    """The ops enqueue nothing but kernels once their outputs exist: a torch CUDA graph captures
+    a chain of them on torch's stream, and each replay recomputes it from x's new contents."""
+    torch = pytest.importorskip("torch")
+    from reference import dropout_keep
+
+    dev = f"cuda:{ctx.device_id}"
+    x = torch.randn(64, 4096, device=dev)
+    w = torch.randn(4096, device=dev)
+    xt, wt = ctx.from_dlpack(x), ctx.from_dlpack(w)
+    soft, norm, drop = (ctx.empty(x.shape, "float32") for _ in range(3))
+    col = ctx.empty((4096,), "float32")
+    mask = ctx.empty(x.shape, "uint8")
+    side = torch.cuda.Stream(device=dev)
+    stream = ctx.wrap_stream(side.cuda_stream)
+
+    def chain():
+        kf.softmax(xt, scale=0.5, out=soft, stream=stream)
+        kf.layer_norm(soft, wt, eps=1e-5, out=norm, stream=stream)
+        kf.reduce(norm, "mean_abs", 0, out=col, stream=stream)
+        kf.gelu_dropout(norm, 0.2, seed=11, offset=3, out=drop, mask_out=mask, stream=stream)
+
+    side.wait_stream(torch.cuda.current_stream(dev))
+    with torch.cuda.stream(side):
+        chain()  # outside the capture: kernels loaded, launch settings cached
+    torch.cuda.synchronize(dev)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=side, capture_error_mode="relaxed"):
+        chain()
+    for _ in range(2):
+        x.copy_(torch.randn_like(x) * 4)
+        torch.cuda.synchronize(dev)
+        for t in (soft, norm, col, drop):
+            torch.from_dlpack(t).fill_(float("nan"))
+        torch.cuda.synchronize(dev)
+        graph.replay()
+        torch.cuda.synchronize(dev)
+        xd = x.double()
+        ref_soft = torch.softmax(0.5 * xd, -1)
+        ref_norm = torch.nn.functional.layer_norm(ref_soft, (4096,), w.double(), None, 1e-5)
+        keep = torch.from_numpy(dropout_keep(11, 3, x.numel(), 0.2).reshape(64, 4096)).to(dev)
+        gelu = torch.nn.functional.gelu(torch.from_dlpack(norm).double())
+        torch.testing.assert_close(torch.from_dlpack(soft).double(), ref_soft, rtol=2e-5, atol=1e-9)
+        torch.testing.assert_close(torch.from_dlpack(norm).double(), ref_norm, rtol=1e-3, atol=1e-3)
+        torch.testing.assert_close(torch.from_dlpack(col).double(),
+                                   torch.from_dlpack(norm).double().abs().mean(0),
+                                   rtol=1e-5, atol=1e-6)
+        assert torch.equal(torch.from_dlpack(mask).bool(), keep)
+        torch.testing.assert_close(torch.from_dlpack(drop).double(),
+                                   torch.where(keep, gelu / 0.8, 0.0), rtol=2e-5, atol=1e-6)
