@@ -269,8 +269,8 @@ class Context(_Owned):
         return Tensor._adopt(self, handle, stream)
 
     def copy_from_host(self, data, stream=None):
-        """A new tensor holding a copy of a host buffer (any buffer-protocol object: a NumPy
-        array, array.array, bytes with shape given by its memoryview)."""
+        """A new tensor holding a copy of a host buffer: any buffer-protocol object (a NumPy
+        array, an array.array ...), whose memoryview gives the shape and element type."""
         view = memoryview(data)
         tensor = self.empty(view.shape, _buffer_dtype(view), stream)
         tensor.copy_from_host(view, stream)

@@ -170,3 +170,38 @@ def test_dlpack_refusals():
             kf.add_activation(x, x, out=borrowed)
     with pytest.raises(TypeError, match="dtype"):
         ctx.empty((2,), "complex64")
+
+
+def test_threads_share_a_context():
+    """Eight threads, one CPU context, each with its own stream and tensors (ctypes releases the
+    GIL in every call, so the library's calls overlap)."""
+    import threading
+
+    ctx = kf.Context("cpu")
+    rng = np.random.default_rng(8)
+    inputs = [rng.standard_normal((64, 513)).astype(np.float32) for _ in range(8)]
+    results, errors = [None] * 8, []
+
+    def work(i):
+        try:
+            stream = ctx.stream()
+            x = ctx.from_dlpack(inputs[i])
+            for _ in range(20):
+                y = kf.softmax(x, scale=0.5, stream=stream)
+                z = kf.reduce(kf.add_activation(y, x, activation="relu", stream=stream), "sum", 1,
+                              stream=stream)
+            results[i] = z.numpy()
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for i, x in enumerate(inputs):
+        v = x.astype(np.float64)
+        e = np.exp(0.5 * v - (0.5 * v).max(-1, keepdims=True))
+        expected = np.maximum(e / e.sum(-1, keepdims=True) + v, 0).sum(1)
+        np.testing.assert_allclose(results[i], expected, rtol=1e-5, atol=1e-5)
