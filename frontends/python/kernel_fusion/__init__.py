@@ -285,6 +285,9 @@ class Context(_Owned):
             if obj.context is not self:
                 raise DeviceMismatchError(7, "the tensor belongs to another Context")
             return obj
+        if not (hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__")):
+            raise TypeError(f"{type(obj).__name__} is not a DLPack producer (no __dlpack__ and "
+                            "__dlpack_device__); copy host buffers with Context.copy_from_host")
         stream = self._stream(stream)
         kind, _ = obj.__dlpack_device__()
         kwargs = {}

@@ -170,6 +170,12 @@ def test_dlpack_refusals():
             kf.add_activation(x, x, out=borrowed)
     with pytest.raises(TypeError, match="dtype"):
         ctx.empty((2,), "complex64")
+    with pytest.raises(TypeError, match="not a DLPack producer"):
+        ctx.from_dlpack([1.0, 2.0])
+    with pytest.raises(TypeError, match="has no kernel_fusion dtype"):
+        ctx.copy_from_host(np.zeros(2, np.complex64))
+    assert ctx.copy_from_host(b"abc").dtype == "uint8"  # a bytes object is a uint8 buffer
+
 
 
 def test_threads_share_a_context():
