@@ -158,6 +158,13 @@ class _Owned:
     _kind = "handle"
     _destroy = ""  # name of the kf_*_destroy function
 
+    def _open(self, context, create, *args):
+        """Creates the handle: create(*args, &out). _handle is set first, so that the finalizer of
+        an object whose creation failed has nothing to destroy."""
+        self.context = context
+        self._handle = None
+        self._handle = _new_handle(create, *args)
+
     @property
     def handle(self):
         if self._handle is None:
@@ -333,9 +340,7 @@ class Stream(_Owned):
         config.struct_size = ctypes.sizeof(config)
         config.priority = priority
         config.flags = _capi.STREAM_NON_BLOCKING if non_blocking else 0
-        self.context = context
-        self._handle = None
-        self._handle = _new_handle(_lib.kf_stream_create, context.handle, ctypes.byref(config))
+        self._open(context, _lib.kf_stream_create, context.handle, ctypes.byref(config))
 
     @classmethod
     def _adopt(cls, context, handle):
@@ -370,16 +375,13 @@ class Stream(_Owned):
         return event
 
 
-
 class Event(_Owned):
     """A point in a stream, for ordering and timing."""
 
     _kind, _destroy = "event", "kf_event_destroy"
 
     def __init__(self, context):
-        self.context = context
-        self._handle = None
-        self._handle = _new_handle(_lib.kf_event_create, context.handle)
+        self._open(context, _lib.kf_event_create, context.handle)
 
     def record(self, stream=None):
         _check(_lib.kf_event_record(self.handle, self.context._stream(stream).handle))

@@ -32,9 +32,7 @@ class Graph(_Owned):
     _kind, _destroy = "graph", "kf_graph_destroy"
 
     def __init__(self, context):
-        self.context = context
-        self._handle = None
-        self._handle = _new_handle(_lib.kf_graph_create, context.handle)
+        self._open(context, _lib.kf_graph_create, context.handle)
 
     def _node(self, fn, *args):
         node = ctypes.c_int32()
