@@ -21,6 +21,8 @@
 
 #include <cuda_runtime.h>
 
+#include <type_traits>
+
 #include "core/math/elementary.hpp"
 #include "core/math/numeric.hpp"
 #include "core/math/row_stats.hpp"
@@ -642,6 +644,20 @@ struct CommonCached {
 template <class S, int V>
 bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
   if (p.walk.rows >= rows::kMaxColdRows) return false;  // row offsets in 32 bits (rows.hpp)
+  // f32 rows of 10241..12288 without a mask keep the 512-thread policy at 32 elements a thread,
+  // which every other row family leaves at 12288 for 24 (rows::with_tile_policy). H200 A/B
+  // (2026-11-29 20:49Z, kf-bench, HEAD's library against the one with the 24-element policy,
+  // same call, two passes), f32 softmax, % of copy, rows of 8200 / 10240 / 12288: 73.3 / 84.8 /
+  // 86.4 -> 82.7 / 87.7 / 82.2 (82.5 / 87.8 / 81.8). Where between 10240 and 12288 the two
+  // cross was not measured.
+  if constexpr (std::is_same_v<S, float> && V == 4) {
+    const int64_t n = p.walk.row_length;
+    if (!p.mask.data && n > 512 * 20 && n <= 512 * 24) {
+      using P = rows::TilePolicy<512, 8, V, 512>;
+      rows::launch_common_tile_kernel<P, S, CommonCached<P, S>>(p, p.walk.rows, device, stream);
+      return true;
+    }
+  }
   return rows::with_tile_policy<S, V>(p.walk.row_length, p.mask.data == nullptr, [&](auto policy) {
     using P = decltype(policy);
     if (p.mask.data) {
