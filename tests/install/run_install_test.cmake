@@ -1,10 +1,12 @@
 # Installs the current build into a fresh prefix, then builds and runs tests/install/consumer
 # against it twice: with CMake's find_package(KernelFusion), and with a plain compiler command
-# fed by `pkg-config --cflags --libs kernel_fusion`.
+# fed by `pkg-config --cflags --libs kernel_fusion`; and, given a Python interpreter, runs
+# consumer/consumer.py with the installed Python package.
 #
 #   cmake -DBUILD_DIR=<build> -DSOURCE_DIR=<source> -DWORK_DIR=<dir> -DCONSUMER_DIR=<tests/install/consumer>
 #         -DGENERATOR=<gen> -DMAKE_PROGRAM=<prog> -DC_COMPILER=<cc> -DPKG_CONFIG=<pkg-config>
-#         [-DEXTRA_C_FLAGS=<flags>] [-DCONFIG=<build config>] -P run_install_test.cmake
+#         [-DEXTRA_C_FLAGS=<flags>] [-DCONFIG=<build config>] [-DPYTHON=<python3>]
+#         -P run_install_test.cmake
 cmake_minimum_required(VERSION 3.20)
 
 function(run)
@@ -28,14 +30,30 @@ endif()
 run("${CMAKE_COMMAND}" --install "${BUILD_DIR}" --prefix "${prefix}" ${config_args})
 message(STATUS "installed into ${prefix}")
 
-# What a user gets: headers, the versioned library and its links, the CMake package, the .pc.
+# What a user gets: headers, the versioned library and its links, the CMake package, the .pc,
+# and the Python package where the build installs it (the install options, defined after tests/
+# is configured, are read from the build's cache as `cmake --install` reads them).
+load_cache("${BUILD_DIR}" READ_WITH_PREFIX "" KF_INSTALL_PYTHON KF_PYTHON_INSTALL_DIR)
+set(python_dir "")
+if(KF_INSTALL_PYTHON AND IS_ABSOLUTE "${KF_PYTHON_INSTALL_DIR}")
+  message(STATUS "the Python package goes to ${KF_PYTHON_INSTALL_DIR}, outside the prefix: "
+                 "not tested")
+elseif(KF_INSTALL_PYTHON)
+  set(python_dir "${KF_PYTHON_INSTALL_DIR}")
+endif()
+set(python_files "")
+if(python_dir)
+  foreach(module __init__ _capi _dlpack _graph _installed)
+    list(APPEND python_files "${python_dir}/kernel_fusion/${module}.py")
+  endforeach()
+endif()
 file(GLOB_RECURSE installed RELATIVE "${prefix}" LIST_DIRECTORIES false "${prefix}/*")
 foreach(expected "include/kernel_fusion/kernel_fusion.h" "include/kernel_fusion/kernel_fusion.hpp"
                  "lib*/libkernel_fusion.so" "lib*/libkernel_fusion.so.0"
                  "lib*/cmake/KernelFusion/KernelFusionConfig.cmake"
                  "lib*/cmake/KernelFusion/KernelFusionConfigVersion.cmake"
                  "lib*/cmake/KernelFusion/KernelFusionTargets.cmake"
-                 "lib*/pkgconfig/kernel_fusion.pc")
+                 "lib*/pkgconfig/kernel_fusion.pc" ${python_files})
   string(REPLACE "." "\\." pattern "${expected}")
   string(REPLACE "*" "[^/]*" pattern "${pattern}")
   set(found FALSE)
@@ -54,6 +72,16 @@ foreach(file IN LISTS installed)
     message(FATAL_ERROR "a build-internal file was installed: ${file}")
   endif()
 endforeach()
+# The Python package is its modules alone: no tests, no bytecode, no subdirectories.
+if(python_dir)
+  file(GLOB_RECURSE package_files RELATIVE "${prefix}/${python_dir}/kernel_fusion"
+       LIST_DIRECTORIES false "${prefix}/${python_dir}/kernel_fusion/*")
+  foreach(file IN LISTS package_files)
+    if(NOT file MATCHES "^[A-Za-z0-9_]+\\.py$")
+      message(FATAL_ERROR "the Python package holds ${file}, which is not one of its modules")
+    endif()
+  endforeach()
+endif()
 
 # The exported targets must not ask users for build-only targets (kf_build_flags) or for the
 # CUDA runtime the library links privately and statically.
@@ -124,3 +152,15 @@ file(GLOB lib_dirs LIST_DIRECTORIES true "${prefix}/lib*")
 string(REPLACE ";" ":" lib_path "${lib_dirs}")
 run("${CMAKE_COMMAND}" -E env "LD_LIBRARY_PATH=${lib_path}" "${pkg_exe}")
 message(STATUS "pkg-config: ${run_output}")
+
+# ---- 3. Python: the installed package, imported from its install directory with no KF_LIBRARY,
+# finds the installed library from where it lies and runs an op on the CPU.
+if(NOT PYTHON)
+  message(STATUS "python: no interpreter given (none found, or a sanitizer build): not run")
+elseif(NOT python_dir)
+  message(STATUS "python: the package is not installed into the prefix: not run")
+else()
+  run("${CMAKE_COMMAND}" -E env --unset=KF_LIBRARY "PYTHONPATH=${prefix}/${python_dir}"
+      PYTHONDONTWRITEBYTECODE=1 "${PYTHON}" "${CONSUMER_DIR}/consumer.py" "${prefix}")
+  message(STATUS "python: ${run_output}")
+endif()

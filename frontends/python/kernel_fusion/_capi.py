@@ -282,13 +282,28 @@ MIN_VERSION = 200
 MAJOR = 0
 
 
+def _installed_library_dir():
+    """The library directory of the install tree that `cmake --install` put this package in, or
+    None. The install writes it into the package (_installed.py): relative to the package's real
+    directory (a link to the package from elsewhere still finds it), or absolute."""
+    try:
+        from ._installed import LIBRARY_DIR
+    except ImportError:  # the source tree, or a pip install
+        return None
+    here = os.path.dirname(os.path.realpath(__file__))
+    return os.path.normpath(os.path.join(here, LIBRARY_DIR))
+
+
 def _candidates():
     explicit = os.environ.get("KF_LIBRARY")
     if explicit:
         return [explicit]
-    here = os.path.dirname(os.path.abspath(__file__))
     names = ["libkernel_fusion.so.0", "libkernel_fusion.so"]
-    found = [os.path.join(here, n) for n in names if os.path.exists(os.path.join(here, n))]
+    found = []
+    for directory in (os.path.dirname(os.path.abspath(__file__)), _installed_library_dir()):
+        if directory:  # beside the package, then the install tree's library directory
+            found += [os.path.join(directory, n) for n in names
+                      if os.path.exists(os.path.join(directory, n))]
     system = ctypes.util.find_library("kernel_fusion")
     if system:
         found.append(system)
@@ -296,8 +311,9 @@ def _candidates():
 
 
 def load():
-    """Loads libkernel_fusion (KF_LIBRARY names it; else beside this package, else the loader's
-    search path) and declares the prototypes. Raises OSError naming every place tried."""
+    """Loads libkernel_fusion (KF_LIBRARY names it; else beside this package, else the install
+    tree's library directory where `cmake --install` put the package, else the loader's search
+    path) and declares the prototypes. Raises OSError naming every place tried."""
     errors = []
     for path in _candidates():
         try:

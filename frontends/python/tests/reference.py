@@ -28,7 +28,8 @@ def activation(name, v):
     raise ValueError(name)
 
 
-TOLERANCE = {"float64": (1e-12, 1e-12), "float32": (2e-5, 2e-6), "float16": (2e-3, 2e-3)}
+TOLERANCE = {"float64": (1e-12, 1e-12), "float32": (2e-5, 2e-6), "float16": (2e-3, 2e-3),
+             "bfloat16": (1e-2, 1e-3)}
 
 
 def assert_close(actual, expected, dtype, scale=1.0):
