@@ -645,7 +645,7 @@ template <class S, int V>
 bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
   if (p.walk.rows >= rows::kMaxColdRows) return false;  // row offsets in 32 bits (rows.hpp)
   // f32 rows of 10241..12288 without a mask keep the 512-thread policy at 32 elements a thread,
-  // which every other row family leaves at 12288 for 24 (rows::with_tile_policy). H200 A/B
+  // where the other row kernels take 24 (rows::with_tile_policy). H200 A/B
   // (2026-11-29 20:49Z, kf-bench, HEAD's library against the one with the 24-element policy,
   // same call, two passes), f32 softmax, % of copy, rows of 8200 / 10240 / 12288: 73.3 / 84.8 /
   // 86.4 -> 82.7 / 87.7 / 82.2 (82.5 / 87.8 / 81.8). Where between 10240 and 12288 the two
