@@ -416,6 +416,61 @@ TEST_P(NormTest, RegimeBoundaries) {
   check_rms_norm(777, 128, true, true, KF_ACTIVATION_SILU, salt += 3);
 }
 
+// Rows that fill 8- or 4-byte vectors but not 16-byte ones (16-bit lengths of 4k + 2 and 8k + 4:
+// on CUDA, 16-bit rows loaded four or two elements at a time; f32 rows of 4k + 2 element by
+// element), across the register-cached policies (lanes, a warp, a block of 128..512 threads at
+// 16, 24 or 32 elements a thread) and up to the longest cached row, with and without a residual
+// and an affine.
+TEST_P(NormTest, RowsOfNarrowVectors) {
+  uint64_t salt = 2300;
+  for (int64_t length : {4, 6, 12, 60, 100, 250, 516, 700, 1020, 1100, 2100, 3004, 4100, 5002,
+                         6148, 8196, 10236, 12500, 16380, 16382}) {
+    check_layer_norm(3, length, length % 3 != 0, KF_ACTIVATION_NONE, salt += 3);
+    check_rms_norm(3, length, length % 4 == 0, true, KF_ACTIVATION_NONE, salt += 3);
+  }
+  check_rms_norm(300, 100, true, true, KF_ACTIVATION_SILU, salt += 3);
+  check_layer_norm(300, 1100, true, KF_ACTIVATION_GELU, salt += 3);
+}
+
+// Rows that start on 8-byte but not 16-byte boundaries (16-bit rows of a pitch of length + 4):
+// on CUDA the cached paths take 8-byte vectors, or element loads where a length does not fill
+// them.
+TEST_P(NormTest, RowStartsOffSixteenBytes) {
+  for (int64_t length : {64, 1000, 4096, 4098}) {
+    const uint64_t s = seed(2400 + length);
+    SCOPED_TRACE(label("8-byte row starts " + std::to_string(length), s));
+    const int64_t rows = 6, pitch = length + 4;
+    Tensor x_base = tensor({rows, pitch}, dtype()), out_base = tensor({rows, pitch}, dtype());
+    Tensor x = make_view(x_base, dtype(), {rows, length}, {pitch, 1}, 0);
+    Tensor out = make_view(out_base, dtype(), {rows, length}, {pitch, 1}, 0);
+    Tensor w = tensor({length}, dtype()), b = tensor({length}, dtype());
+    const auto offsets = view_offsets({rows, length}, {pitch, 1}, 0);
+    const auto xv = gather(fill(x_base, dtype(), static_cast<size_t>(rows * pitch), s), offsets);
+    const auto wv = fill(w, dtype(), static_cast<size_t>(length), s + 2);
+    const auto bv = fill(b, dtype(), static_cast<size_t>(length), s + 3);
+    kf_test::poison(out_base);
+    KF_ASSERT_OK(kf_fused_layer_norm_activation(ctx(), x, w, b, out, nullptr, nullptr, 1, 1e-5,
+                                                KF_ACTIVATION_NONE, nullptr));
+    const auto whole = kf_test::download(out_base);
+    kf_test::expect_close(gather(whole, offsets),
+                          layer_norm_ref(xv, length, wv, bv, 1e-5, KF_ACTIVATION_NONE).out,
+                          tolerance(dtype()), "layer norm 8-byte row starts");
+    std::vector<bool> inside(whole.size(), false);
+    for (int64_t o : offsets) inside[static_cast<size_t>(o)] = true;
+    for (size_t i = 0; i < whole.size(); ++i)
+      if (!inside[i]) {
+        EXPECT_TRUE(std::isnan(whole[i])) << "element " << i << " outside out written";
+      }
+    kf_test::poison(out_base);
+    KF_ASSERT_OK(
+        kf_fused_rms_norm_activation(ctx(), x, nullptr, w, out, nullptr, 1e-6, KF_ACTIVATION_NONE,
+                                     nullptr));
+    kf_test::expect_close(gather(kf_test::download(out_base), offsets),
+                          rms_norm_ref(xv, length, wv, 1e-6, KF_ACTIVATION_NONE), tolerance(dtype()),
+                          "rms norm 8-byte row starts");
+  }
+}
+
 // Dense rows whose starts are not 16-byte aligned (a column slice at offset 1, and a row pitch
 // that is not a multiple of 16 bytes): the cached paths must fall back to element loads.
 TEST_P(NormTest, UnalignedRowStarts) {

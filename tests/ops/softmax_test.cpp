@@ -338,6 +338,42 @@ TEST_P(SoftmaxTest, RegimeBoundaries) {
   }
 }
 
+// Rows that fill 8- or 4-byte vectors but not 16-byte ones (see norm_test.cpp's
+// RowsOfNarrowVectors), with and without a mask and the causal rule, and rows that start on
+// 8-byte but not 16-byte boundaries (a pitch of length + 4).
+TEST_P(SoftmaxTest, RowsOfNarrowVectors) {
+  uint64_t salt = 2300;
+  for (int64_t length : {4, 6, 12, 60, 100, 250, 516, 700, 1020, 1100, 2100, 3004, 4100, 5002,
+                         6148, 8196, 10236, 12500, 16380, 16382}) {
+    check({3, length}, {}, false, 1.0, false, salt += 2);
+    check({2, 3, length}, {3, length}, true, 0.5, true, salt += 2, true);
+  }
+  check({300, 100}, {100}, true, 1.0, false, salt += 2);
+
+  for (int64_t length : {64, 1000, 4096, 4098}) {
+    const uint64_t s = seed(2400 + length);
+    SCOPED_TRACE(std::string(dtype_name(dtype())) + " 8-byte row starts " + std::to_string(length));
+    const int64_t rows = 6, pitch = length + 4;
+    Tensor x_base = tensor({rows, pitch}), out_base = tensor({rows, pitch});
+    Tensor x = make_view(x_base, dtype(), {rows, length}, {pitch, 1}, 0);
+    Tensor out = make_view(out_base, dtype(), {rows, length}, {pitch, 1}, 0);
+    const auto offsets = view_offsets({rows, length}, {pitch, 1}, 0);
+    const auto xv = gather(fill(x_base, dtype(), static_cast<size_t>(rows * pitch), s), offsets);
+    kf_test::poison(out_base);
+    KF_ASSERT_OK(kf_fused_softmax(ctx(), x, nullptr, out, 1.0, 0, nullptr));
+    const auto whole = kf_test::download(out_base);
+    expect_softmax_close(gather(whole, offsets),
+                         softmax_ref(xv, {rows, length}, {}, {}, 1.0, false, false), length,
+                         dtype(), false, "softmax 8-byte row starts");
+    std::vector<bool> inside(whole.size(), false);
+    for (int64_t o : offsets) inside[static_cast<size_t>(o)] = true;
+    for (size_t i = 0; i < whole.size(); ++i)
+      if (!inside[i]) {
+        EXPECT_TRUE(std::isnan(whole[i])) << "element " << i << " outside out written";
+      }
+  }
+}
+
 // More rows of a block each than a resident grid holds blocks, so blocks go on to further rows,
 // with and without a mask: rows of 5120 and 6144 (f32, f16, bf16 without a mask: 256 threads a
 // row at 24 elements a thread, of which 5120 fills five sixths) and of 8192 (512 threads a row,

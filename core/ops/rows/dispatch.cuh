@@ -17,19 +17,19 @@ template <class Plan>
 using RowLauncher = bool (*)(const Plan&, int32_t device, cudaStream_t);
 
 // Launches a family's kernel for p's rows, in its order of preference: the staged kernel (dense
-// rows of 16-byte vectors: `vectors`), else the register-cached kernel (dense rows: 16-byte
-// vectors where they fit, else one element at a time), else the streaming kernel, which takes
-// any rows (a block per row, up to about a million blocks). A failed launch throws KF_ERROR_CUDA
-// from its launcher, which names what it launched (`what` for the streaming kernel). Every kernel
-// is a dependent launch (launch_dependent): each begins with cuda::wait_prior_grid().
+// rows of 16-byte vectors: `vectors16`), else the register-cached kernel `cached` (dense rows; the
+// family picks its load width, row_vector_bytes in tile.cuh), else the streaming kernel, which
+// takes any rows (a block per row, up to about a million blocks). A failed launch throws
+// KF_ERROR_CUDA from its launcher, which names what it launched (`what` for the streaming
+// kernel). Every kernel is a dependent launch (launch_dependent): each begins with
+// cuda::wait_prior_grid().
 template <class Plan>
-void launch_in_order(const Plan& p, bool vectors, int32_t device, cudaStream_t stream,
-                     RowLauncher<Plan> staged, RowLauncher<Plan> cached_vectors,
-                     RowLauncher<Plan> cached_scalars, void (*streaming)(Plan),
+void launch_in_order(const Plan& p, bool vectors16, int32_t device, cudaStream_t stream,
+                     RowLauncher<Plan> staged, RowLauncher<Plan> cached, void (*streaming)(Plan),
                      int streaming_threads, const char* what) {
   bool done = false;
-  if (p.dense && vectors) done = staged(p, device, stream);
-  if (p.dense && !done) done = (vectors ? cached_vectors : cached_scalars)(p, device, stream);
+  if (p.dense && vectors16) done = staged(p, device, stream);
+  if (p.dense && !done) done = cached(p, device, stream);
   if (!done) {
     const int64_t grid = p.walk.rows < 65535 * 16 ? p.walk.rows : 65535 * 16;
     cuda::launch_dependent(streaming, device, static_cast<unsigned>(grid), streaming_threads,

@@ -403,13 +403,18 @@ __device__ __forceinline__ void tile_widen_words(const TileWords<P, S>& sum,
 template <class P, class S>
 __device__ __forceinline__ void tile_store_words(S* row, int n, int lane,
                                                  const TileWords<P, S>& sum) {
-  static_assert(P::vec * sizeof(S) == 16, "16-byte vectors");
 #pragma unroll
   for (int k = 0; k < P::chunks; ++k) {
     const int c = tile_col<P>(lane, k);
-    if (c < n)
+    if (c >= n) continue;
+    if constexpr (P::vec * sizeof(S) == 16) {
       *reinterpret_cast<uint4*>(row + c) =
           make_uint4(sum.words[k][0], sum.words[k][1], sum.words[k][2], sum.words[k][3]);
+    } else {
+      Pack<S, P::vec> pack;
+      __builtin_memcpy(pack.v, sum.words[k], sizeof pack.v);
+      *reinterpret_cast<Pack<S, P::vec>*>(row + c) = pack;
+    }
   }
 }
 
@@ -429,14 +434,27 @@ __device__ __forceinline__ void tile_store(S* row, int n, int lane,
   }
 }
 
-// True when every row of t (absent: true) starts on a 16-byte boundary, so that vec-wide loads
-// of a dense row whose length is a multiple of vec are aligned.
-inline bool rows_aligned_16(const Walk& w, const Operand& t, int64_t element_bytes) {
+// True when every row of t (absent: true) starts on a `bytes` boundary (a power of two), so that
+// loads `bytes` wide of a dense row whose length fills whole loads are aligned.
+inline bool rows_aligned(const Walk& w, const Operand& t, int64_t element_bytes, int64_t bytes) {
   if (!t.data) return true;
-  if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0) return false;
+  if (reinterpret_cast<uintptr_t>(t.data) % bytes != 0) return false;
   for (int32_t d = 0; d < w.outer_ndim; ++d)
-    if ((t.outer[d] * element_bytes) % 16 != 0) return false;
+    if ((t.outer[d] * element_bytes) % bytes != 0) return false;
   return true;
+}
+
+// The widest load, 16, 8 or 4 bytes, that fits the rows of every operand in `ops` (each row
+// starts aligned to it and the row's bytes fill whole loads), or the element's size where none
+// of these is wider than an element and fits.
+template <size_t N>
+int row_vector_bytes(const Walk& w, const Operand* const (&ops)[N], int64_t element_bytes) {
+  for (int64_t bytes = 16; bytes > element_bytes; bytes /= 2) {
+    bool fits = (w.row_length * element_bytes) % bytes == 0;
+    for (size_t i = 0; fits && i < N; ++i) fits = rows_aligned(w, *ops[i], element_bytes, bytes);
+    if (fits) return static_cast<int>(bytes);
+  }
+  return static_cast<int>(element_bytes);
 }
 
 // Block count for a grid-stride launch over `rows` rows, rows_per_block at a time.
@@ -534,6 +552,9 @@ void launch_common_tile_kernel(const Plan& p, int64_t rows, int32_t device, cuda
 // 36 -> 70 / 57 / 53.5; the 2048x2048 seeds, softmax 50 / 36 / 35 -> 59 / 42 / 41, layer norm
 // 40 / 29 / 27 -> 51 / 34 / 30, RMS norm 46 / 37 / 36 -> 55 / 41.5 / 38; 16-bit rows of 4096,
 // layer norm 63 / 47 -> 70 / 60, RMS norm 85 / 69 -> 85 / 82, softmax 84.5 / 84 -> 85.5 / 87.
+// The longest row with_tile_policy serves (f32, f16 and bf16 rows of 16-byte vectors).
+constexpr int64_t kMaxTileRow = 512 * 32;
+
 template <class S, int V, class Fn>
 bool with_tile_policy(int64_t n, bool wide, Fn&& fn) {
   constexpr int kRowBlock = 256;   // block size of the lanes-per-row regime
@@ -586,7 +607,7 @@ bool with_tile_policy(int64_t n, bool wide, Fn&& fn) {
   if constexpr (sizeof(math::compute_t<S>) == 4 && V > 1 && 24 % V == 0)
     if (n <= 512 * 24) return fn(TilePolicy<512, 24 / V, V, 512>{}), true;
   if constexpr (sizeof(math::compute_t<S>) == 4)
-    if (n <= 512 * 32) return fn(TilePolicy<512, 32 / V, V, 512>{}), true;
+    if (n <= kMaxTileRow) return fn(TilePolicy<512, 32 / V, V, 512>{}), true;
   return false;
 }
 

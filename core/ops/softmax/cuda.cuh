@@ -605,7 +605,11 @@ bool launch_staged(const Plan& p, int32_t device, cudaStream_t stream) {
     // Only rows past 64 KiB are staged (the cluster path: 5..7x over streaming on an H200,
     // 2026-11-26): for shorter rows the register-cached kernel was faster in the same run at
     // every length measured (f32 and bf16, 64..16384: by 15..55 %).
-    if (p.walk.row_length * int64_t{sizeof(S)} <= rows::StagedPolicy::slice_bytes) return false;
+    // Rows the register-cached kernel holds (16384 elements: 64 KiB of f32, 32 KiB of 16-bit
+    // data) are not staged; 16-bit rows of 16385..32768 are, one slice a row (they fell to the
+    // streaming kernel before: H200 sweep, 2026-11-29 21:58Z, bf16 rows of 20000 at 12.7 % of
+    // copy).
+    if (p.walk.row_length <= rows::kMaxTileRow) return false;
     if (p.mask.data || p.causal)
       return rows::stage_and_launch<staged_kernel<S, false, true>, staged_kernel<S, true, true>>(
           p, p.walk, sizeof(S), 1, device, stream, "softmax kernel launch");
@@ -676,19 +680,23 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
   });
 }
 
-// 16-byte vectors when every row of x, mask and out starts aligned and the length divides.
+// The register-cached launcher for rows loaded `bytes` at a time (rows::row_vector_bytes over x,
+// mask and out): 16-bit rows that do not fill 16-byte vectors take 8- or 4-byte ones where they
+// fit, before one element a load.
 template <class S>
-bool vectors_fit(const Plan& p) {
-  constexpr int V = 16 / sizeof(S);
-  return p.walk.row_length % V == 0 && rows::rows_aligned_16(p.walk, p.x, sizeof(S)) &&
-         rows::rows_aligned_16(p.walk, p.mask, sizeof(S)) &&
-         rows::rows_aligned_16(p.walk, p.out, sizeof(S));
+rows::RowLauncher<Plan> cached_launcher(int bytes) {
+  if (bytes == 16) return &launch_cached<S, 16 / sizeof(S)>;
+  if constexpr (sizeof(S) == 2) {
+    if (bytes == 8) return &launch_cached<S, 4>;
+    if (bytes == 4) return &launch_cached<S, 2>;
+  }
+  return &launch_cached<S, 1>;
 }
 
 template <class S>
 void launch(const Plan& p, int32_t device, cudaStream_t stream) {
-  rows::launch_in_order(p, vectors_fit<S>(p), device, stream, &launch_staged<S>,
-                        &launch_cached<S, 16 / sizeof(S)>, &launch_cached<S, 1>,
+  const int bytes = rows::row_vector_bytes(p.walk, {&p.x, &p.mask, &p.out}, sizeof(S));
+  rows::launch_in_order(p, bytes == 16, device, stream, &launch_staged<S>, cached_launcher<S>(bytes),
                         &streaming_kernel<StreamPolicy, S>, StreamPolicy::threads,
                         "softmax kernel launch");
 }
