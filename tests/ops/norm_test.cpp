@@ -420,11 +420,11 @@ TEST_P(NormTest, RegimeBoundaries) {
 // on CUDA, 16-bit rows loaded four or two elements at a time; f32 rows of 4k + 2 element by
 // element), across the register-cached policies (lanes, a warp, a block of 128..512 threads at
 // 16, 24 or 32 elements a thread) and up to the longest cached row, with and without a residual
-// and an affine.
+// and an affine; then longer ones (30522, 50257: on CUDA the streaming kernel's dense form).
 TEST_P(NormTest, RowsOfNarrowVectors) {
   uint64_t salt = 2300;
-  for (int64_t length : {4, 6, 12, 60, 100, 250, 516, 700, 1020, 1100, 2100, 3004, 4100, 5002,
-                         6148, 8196, 10236, 12500, 16380, 16382}) {
+  for (int64_t length : {4,    6,    12,   60,   100,  250,   516,   700,   1020,  1100,  2100,
+                         3004, 4100, 5002, 6148, 8196, 10236, 12500, 16380, 16382, 30522, 50257}) {
     check_layer_norm(3, length, length % 3 != 0, KF_ACTIVATION_NONE, salt += 3);
     check_rms_norm(3, length, length % 4 == 0, true, KF_ACTIVATION_NONE, salt += 3);
   }
@@ -462,12 +462,11 @@ TEST_P(NormTest, RowStartsOffSixteenBytes) {
         EXPECT_TRUE(std::isnan(whole[i])) << "element " << i << " outside out written";
       }
     kf_test::poison(out_base);
-    KF_ASSERT_OK(
-        kf_fused_rms_norm_activation(ctx(), x, nullptr, w, out, nullptr, 1e-6, KF_ACTIVATION_NONE,
-                                     nullptr));
+    KF_ASSERT_OK(kf_fused_rms_norm_activation(ctx(), x, nullptr, w, out, nullptr, 1e-6,
+                                              KF_ACTIVATION_NONE, nullptr));
     kf_test::expect_close(gather(kf_test::download(out_base), offsets),
-                          rms_norm_ref(xv, length, wv, 1e-6, KF_ACTIVATION_NONE), tolerance(dtype()),
-                          "rms norm 8-byte row starts");
+                          rms_norm_ref(xv, length, wv, 1e-6, KF_ACTIVATION_NONE),
+                          tolerance(dtype()), "rms norm 8-byte row starts");
   }
 }
 

@@ -339,12 +339,13 @@ TEST_P(SoftmaxTest, RegimeBoundaries) {
 }
 
 // Rows that fill 8- or 4-byte vectors but not 16-byte ones (see norm_test.cpp's
-// RowsOfNarrowVectors), with and without a mask and the causal rule, and rows that start on
+// RowsOfNarrowVectors, with the longer rows of the streaming kernel's dense form), with and
+// without a mask and the causal rule, and rows that start on
 // 8-byte but not 16-byte boundaries (a pitch of length + 4).
 TEST_P(SoftmaxTest, RowsOfNarrowVectors) {
   uint64_t salt = 2300;
-  for (int64_t length : {4, 6, 12, 60, 100, 250, 516, 700, 1020, 1100, 2100, 3004, 4100, 5002,
-                         6148, 8196, 10236, 12500, 16380, 16382}) {
+  for (int64_t length : {4,    6,    12,   60,   100,  250,   516,   700,   1020,  1100,  2100,
+                         3004, 4100, 5002, 6148, 8196, 10236, 12500, 16380, 16382, 30522, 50257}) {
     check({3, length}, {}, false, 1.0, false, salt += 2);
     check({2, 3, length}, {3, length}, true, 0.5, true, salt += 2, true);
   }

@@ -42,36 +42,48 @@
 namespace kf::norm {
 namespace {
 
+// The streaming kernel's block, and the columns each thread loads before it works on any of them,
+// so that enough loads are in flight per SM (one at a time left an H200 at 8-13 % of copy over
+// 16-bit rows of 16400..32768, 2026-11-29). The most that keep four blocks an SM (64 registers)
+// without spilling (ptxas, sm_90, nvcc 13): for dense rows eight columns, two of f64 (four
+// spilled 8 bytes); for strided rows, whose column offsets take registers of their own, two, one
+// of f64.
+template <class S, bool kDense>
 struct StreamPolicy {
   static constexpr int threads = 256;
+  static constexpr int unroll = sizeof(S) == 8 ? (kDense ? 2 : 1) : (kDense ? 8 : 2);
 };
 
-template <class S>
-__device__ __forceinline__ math::compute_t<S> load(const rows::Walk& w, const rows::Operand& o,
-                                                   int64_t base, int64_t col) {
-  return math::StorageTraits<S>::to_compute(
-      static_cast<const S*>(o.data)[base + rows::col_offset(w, o, col)]);
+template <class S, bool kDense = false>
+__device__ __forceinline__ S load_raw(const rows::Walk& w, const rows::Operand& o, int64_t base,
+                                      int64_t col) {
+  return static_cast<const S*>(o.data)[base + rows::col_offset_as<kDense>(w, o, col)];
 }
 
+// h = x + residual rounded to the storage type, exactly as residual_out holds it, so the norm never
+// depends on whether residual_out was asked for.
 template <class S>
-__device__ __forceinline__ math::compute_t<S> input(const Plan& p, int64_t xb, int64_t rb,
-                                                    int64_t col) {
+__device__ __forceinline__ math::compute_t<S> combine(const Plan& p, S x, S r) {
   using Traits = math::StorageTraits<S>;
-  math::compute_t<S> h = load<S>(p.walk, p.x, xb, col);
-  // h = x + residual is rounded to the storage type, exactly as residual_out holds it, so the
-  // norm never depends on whether residual_out was asked for.
-  if (p.residual.data)
-    h = Traits::to_compute(Traits::from_compute(h + load<S>(p.walk, p.residual, rb, col)));
-  return h;
+  if (!p.residual.data) return Traits::to_compute(x);
+  return Traits::to_compute(Traits::from_compute(Traits::to_compute(x) + Traits::to_compute(r)));
 }
 
-template <class Policy, class S>
-__global__ void __launch_bounds__(Policy::threads)
+// The streaming kernel: a block per row, over global memory, reading x (and the residual) twice.
+// Each thread loads Policy::unroll columns of the row before it works on any of them, every load
+// unconditional (a column past the row's end loads the thread's first column of the step
+// instead, and is left out where values combine), so that the loads are in flight together; a
+// thread reads and stores only its own columns, which keeps the exact in-place forms safe.
+// kDense: every row operand's rows are dense (Plan::dense).
+template <class Policy, class S, bool kDense>
+__global__ void __launch_bounds__(Policy::threads, 4)
     streaming_kernel(const __grid_constant__ Plan p) {
   cuda::wait_prior_grid();  // a dependent launch: nothing global is touched before this
   cuda::allow_next_grid();
   using T = math::compute_t<S>;
   using Traits = math::StorageTraits<S>;
+  constexpr int U = Policy::unroll;
+  constexpr int64_t kStep = int64_t{Policy::threads} * U;
   __shared__ T scratch[32];
   const rows::Walk& w = p.walk;
   const int64_t n = w.row_length;
@@ -81,16 +93,39 @@ __global__ void __launch_bounds__(Policy::threads)
     const int64_t rb = p.residual.data ? rows::row_offset(w, p.residual, row) : 0;
     const int64_t hb = p.residual_out.data ? rows::row_offset(w, p.residual_out, row) : 0;
     // The shift: the row's first element (differences from it stay small for sane data).
-    const T shift = p.kind == Kind::layer ? input<S>(p, xb, rb, 0) : T(0);
+    const T shift = p.kind == Kind::layer
+                        ? combine(p, load_raw<S, kDense>(w, p.x, xb, 0),
+                                  p.residual.data ? load_raw<S, kDense>(w, p.residual, rb, 0) : S{})
+                        : T(0);
+    // Column u of the step from c0: at a fixed offset from c0 where the step lies inside the row,
+    // else clamped (the row's last step).
+    auto column = [&](int64_t c0, int u, bool inside) {
+      const int64_t c = c0 + u * Policy::threads;
+      return inside || c < n ? c : c0;
+    };
     T sum_d = 0, sum_d2 = 0;
-    for (int64_t c = threadIdx.x; c < n; c += Policy::threads) {
-      const T h = input<S>(p, xb, rb, c);
-      if (p.residual_out.data)
-        static_cast<S*>(p.residual_out.data)[hb + rows::col_offset(w, p.residual_out, c)] =
-            Traits::from_compute(h);
-      const T d = h - shift;
-      sum_d += d;
-      sum_d2 += d * d;
+    for (int64_t c0 = threadIdx.x; c0 < n; c0 += kStep) {
+      S xs[U], rs[U] = {};
+      const bool inside = c0 + (U - 1) * Policy::threads < n;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int64_t c = column(c0, u, inside);
+        xs[u] = load_raw<S, kDense>(w, p.x, xb, c);
+        if (p.residual.data) rs[u] = load_raw<S, kDense>(w, p.residual, rb, c);
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int64_t c = c0 + u * Policy::threads;
+        if (c >= n) break;
+        const T h = combine(p, xs[u], rs[u]);
+        if (p.residual_out.data)
+          static_cast<S*>(
+              p.residual_out.data)[hb + rows::col_offset_as<kDense>(w, p.residual_out, c)] =
+              Traits::from_compute(h);
+        const T d = h - shift;
+        sum_d += d;
+        sum_d2 += d * d;
+      }
     }
     sum_d = rows::block_sum(sum_d, scratch);
     sum_d2 = rows::block_sum(sum_d2, scratch);
@@ -107,14 +142,33 @@ __global__ void __launch_bounds__(Policy::threads)
       rstd = math::stats::rms_rstd<T>(sum_d2, static_cast<T>(n), eps);
     }
     const int64_t ob = rows::row_offset(w, p.out, row);
-    for (int64_t c = threadIdx.x; c < n; c += Policy::threads) {
-      // h is re-read from residual_out when it was written (x or residual may be out by now).
-      const T h = p.residual_out.data ? load<S>(w, p.residual_out, hb, c) : input<S>(p, xb, rb, c);
-      T y = (h - shift - center) * rstd;
-      if (p.weight.data) y *= load<S>(w, p.weight, 0, c);
-      if (p.bias.data) y += load<S>(w, p.bias, 0, c);
-      static_cast<S*>(p.out.data)[ob + rows::col_offset(w, p.out, c)] =
-          Traits::from_compute(math::apply_activation(p.act, y));
+    for (int64_t c0 = threadIdx.x; c0 < n; c0 += kStep) {
+      S hs[U], rs[U] = {}, ws[U] = {}, bs[U] = {};
+      const bool inside = c0 + (U - 1) * Policy::threads < n;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int64_t c = column(c0, u, inside);
+        // h is re-read from residual_out when it was written (x or residual may be out by now).
+        if (p.residual_out.data) {
+          hs[u] = load_raw<S, kDense>(w, p.residual_out, hb, c);
+        } else {
+          hs[u] = load_raw<S, kDense>(w, p.x, xb, c);
+          if (p.residual.data) rs[u] = load_raw<S, kDense>(w, p.residual, rb, c);
+        }
+        if (p.weight.data) ws[u] = load_raw<S, kDense>(w, p.weight, 0, c);
+        if (p.bias.data) bs[u] = load_raw<S, kDense>(w, p.bias, 0, c);
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int64_t c = c0 + u * Policy::threads;
+        if (c >= n) break;
+        const T h = p.residual_out.data ? Traits::to_compute(hs[u]) : combine(p, hs[u], rs[u]);
+        T y = (h - shift - center) * rstd;
+        if (p.weight.data) y *= Traits::to_compute(ws[u]);
+        if (p.bias.data) y += Traits::to_compute(bs[u]);
+        static_cast<S*>(p.out.data)[ob + rows::col_offset_as<kDense>(w, p.out, c)] =
+            Traits::from_compute(math::apply_activation(p.act, y));
+      }
     }
   }
 }
@@ -1016,9 +1070,11 @@ template <class S>
 void launch(const Plan& p, int32_t device, cudaStream_t stream) {
   const int bytes = rows::row_vector_bytes(
       p.walk, {&p.x, &p.residual, &p.weight, &p.bias, &p.out, &p.residual_out}, sizeof(S));
-  rows::launch_in_order(p, bytes == 16, device, stream, &launch_staged<S>, cached_launcher<S>(bytes),
-                        &streaming_kernel<StreamPolicy, S>, StreamPolicy::threads,
-                        "norm kernel launch");
+  rows::launch_in_order(p, bytes == 16, device, stream, &launch_staged<S>,
+                        cached_launcher<S>(bytes),
+                        p.dense ? &streaming_kernel<StreamPolicy<S, true>, S, true>
+                                : &streaming_kernel<StreamPolicy<S, false>, S, false>,
+                        StreamPolicy<S, false>::threads, "norm kernel launch");
 }
 
 }  // namespace

@@ -126,6 +126,13 @@ KF_HOST_DEVICE int64_t col_offset(const Walk& w, const Operand& t, int64_t col) 
   return split_offset(col, w.inner_ndim, w.inner_shape, t.inner);
 }
 
+// col_offset, or col itself where the caller knows the operand's rows are dense (kDense).
+template <bool kDense>
+KF_HOST_DEVICE int64_t col_offset_as(const Walk& w, const Operand& t, int64_t col) {
+  if constexpr (kDense) return col;
+  return col_offset(w, t, col);
+}
+
 // True when an operand's rows are dense (column c at element c of the row).
 KF_HOST_DEVICE bool dense_rows(const Walk& w, const Operand& t) {
   return w.inner_ndim == 0 || (w.inner_ndim == 1 && t.inner[0] == 1);

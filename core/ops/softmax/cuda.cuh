@@ -38,44 +38,87 @@
 namespace kf::softmax {
 namespace {
 
+// The streaming kernel's block, and the columns each thread loads before it works on any of them
+// (as the norms' streaming kernel, norm/cuda.cuh): for dense rows 32 bytes of f32 and f64 data
+// and 32 of 16-bit data (no spills at 64 registers, sm_90, nvcc 13); for strided rows four
+// columns, two of f64 (four spilled 80 bytes a thread).
+template <class S, bool kDense>
 struct StreamPolicy {
   static constexpr int threads = 256;
+  static constexpr int unroll =
+      kDense ? (sizeof(S) >= 4 ? 32 / sizeof(S) : 16) : (sizeof(S) == 8 ? 2 : 4);
 };
 
+// The logit of column col, from x's and the mask's elements there (mask_value unused without a
+// mask): -inf where the causal rule hides the column.
 template <class S>
-__device__ __forceinline__ math::compute_t<S> logit(const Plan& p, int64_t xb, int64_t mb,
+__device__ __forceinline__ math::compute_t<S> logit(const Plan& p, S x_value, S mask_value,
                                                     int64_t query, int64_t col) {
   using T = math::compute_t<S>;
   using Traits = math::StorageTraits<S>;
   if (p.causal && math::stats::causal_hidden(query, col, p.diagonal))
     return math::stats::negative_infinity<T>();
-  T v =
-      static_cast<T>(p.scale) *
-      Traits::to_compute(static_cast<const S*>(p.x.data)[xb + rows::col_offset(p.walk, p.x, col)]);
-  if (p.mask.data)
-    v += Traits::to_compute(
-        static_cast<const S*>(p.mask.data)[mb + rows::col_offset(p.walk, p.mask, col)]);
+  T v = static_cast<T>(p.scale) * Traits::to_compute(x_value);
+  if (p.mask.data) v += Traits::to_compute(mask_value);
   return v;
 }
 
-template <class Policy, class S>
-__global__ void __launch_bounds__(Policy::threads)
+// The streaming kernel: a block per row, over global memory, reading x (and the mask) twice. Each
+// thread loads Policy::unroll columns of the row before it works on any of them, every load
+// unconditional (a column past the row's end loads the thread's first column of the step
+// instead, and is left out where values combine), so that the loads are in flight together; a
+// thread reads and stores only its own columns, so out may be x.
+// kDense: x, out and the mask have dense rows (Plan::dense).
+template <class Policy, class S, bool kDense>
+__global__ void __launch_bounds__(Policy::threads, 4)
     streaming_kernel(const __grid_constant__ Plan p) {
   cuda::wait_prior_grid();  // a dependent launch: nothing global is touched before this
   cuda::allow_next_grid();
   using T = math::compute_t<S>;
   namespace st = math::stats;
+  constexpr int U = Policy::unroll;
+  constexpr int64_t kStep = int64_t{Policy::threads} * U;
   __shared__ T scratch_max[32];
   __shared__ T scratch_sum[32];
   const rows::Walk& w = p.walk;
   const int64_t n = w.row_length;
+  const S* x = static_cast<const S*>(p.x.data);
+  const S* mask = static_cast<const S*>(p.mask.data);
   for (int64_t row = blockIdx.x; row < w.rows; row += gridDim.x) {
     const int64_t query = row % p.query_rows;
     const int64_t xb = rows::row_offset(w, p.x, row);
-    const int64_t mb = p.mask.data ? rows::row_offset(w, p.mask, row) : 0;
+    const int64_t mb = mask ? rows::row_offset(w, p.mask, row) : 0;
+    // Loads this thread's U columns from c0 (x's, and the mask's where there is one).
+    // A step that lies inside the row loads at fixed offsets from its first column; the row's
+    // last step clamps its columns.
+    auto fetch = [&](int64_t c0, S(&xs)[U], S(&ms)[U]) {
+      if (c0 + (U - 1) * Policy::threads < n) {
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          xs[u] = x[xb + rows::col_offset_as<kDense>(w, p.x, c0 + u * Policy::threads)];
+          if (mask)
+            ms[u] = mask[mb + rows::col_offset_as<kDense>(w, p.mask, c0 + u * Policy::threads)];
+        }
+      } else {
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const int64_t c = c0 + u * Policy::threads < n ? c0 + u * Policy::threads : c0;
+          xs[u] = x[xb + rows::col_offset_as<kDense>(w, p.x, c)];
+          if (mask) ms[u] = mask[mb + rows::col_offset_as<kDense>(w, p.mask, c)];
+        }
+      }
+    };
     st::MaxSum<T> s = st::max_sum_empty<T>();
-    for (int64_t c = threadIdx.x; c < n; c += Policy::threads)
-      s = st::max_sum_add(s, logit<S>(p, xb, mb, query, c));
+    for (int64_t c0 = threadIdx.x; c0 < n; c0 += kStep) {
+      S xs[U], ms[U] = {};
+      fetch(c0, xs, ms);
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int64_t c = c0 + u * Policy::threads;
+        if (c >= n) break;
+        s = st::max_sum_add(s, logit(p, xs[u], ms[u], query, c));
+      }
+    }
     for (int o = 16; o > 0; o >>= 1) {
       const st::MaxSum<T> other{__shfl_xor_sync(0xffffffffu, s.max, o),
                                 __shfl_xor_sync(0xffffffffu, s.sum, o)};
@@ -93,11 +136,17 @@ __global__ void __launch_bounds__(Policy::threads)
     __syncthreads();
     const T inv_sum = T(1) / s.sum, log_sum = st::log_of(s.sum);
     const int64_t ob = rows::row_offset(w, p.out, row);
-    for (int64_t c = threadIdx.x; c < n; c += Policy::threads) {
-      const T v = logit<S>(p, xb, mb, query, c);
-      static_cast<S*>(p.out.data)[ob + rows::col_offset(w, p.out, c)] =
-          math::StorageTraits<S>::from_compute(
-              st::softmax_value(v, s.max, inv_sum, log_sum, p.log));
+    for (int64_t c0 = threadIdx.x; c0 < n; c0 += kStep) {
+      S xs[U], ms[U] = {};
+      fetch(c0, xs, ms);
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int64_t c = c0 + u * Policy::threads;
+        if (c >= n) break;
+        static_cast<S*>(p.out.data)[ob + rows::col_offset_as<kDense>(w, p.out, c)] =
+            math::StorageTraits<S>::from_compute(st::softmax_value(logit(p, xs[u], ms[u], query, c),
+                                                                   s.max, inv_sum, log_sum, p.log));
+      }
     }
   }
 }
@@ -696,9 +745,11 @@ rows::RowLauncher<Plan> cached_launcher(int bytes) {
 template <class S>
 void launch(const Plan& p, int32_t device, cudaStream_t stream) {
   const int bytes = rows::row_vector_bytes(p.walk, {&p.x, &p.mask, &p.out}, sizeof(S));
-  rows::launch_in_order(p, bytes == 16, device, stream, &launch_staged<S>, cached_launcher<S>(bytes),
-                        &streaming_kernel<StreamPolicy, S>, StreamPolicy::threads,
-                        "softmax kernel launch");
+  rows::launch_in_order(p, bytes == 16, device, stream, &launch_staged<S>,
+                        cached_launcher<S>(bytes),
+                        p.dense ? &streaming_kernel<StreamPolicy<S, true>, S, true>
+                                : &streaming_kernel<StreamPolicy<S, false>, S, false>,
+                        StreamPolicy<S, false>::threads, "softmax kernel launch");
 }
 
 }  // namespace
