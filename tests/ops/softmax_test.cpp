@@ -339,8 +339,8 @@ TEST_P(SoftmaxTest, RegimeBoundaries) {
 }
 
 // Rows that fill 8- or 4-byte vectors but not 16-byte ones (see norm_test.cpp's
-// RowsOfNarrowVectors, with the longer rows of the streaming kernel's dense form), with and
-// without a mask and the causal rule, and rows that start on
+// RowsOfNarrowVectors, with the longer rows of the streaming kernel's dense forms), with and
+// without a mask and the causal rule, long rows in place and out of phase, and rows that start on
 // 8-byte but not 16-byte boundaries (a pitch of length + 4).
 TEST_P(SoftmaxTest, RowsOfNarrowVectors) {
   uint64_t salt = 2300;
@@ -350,6 +350,35 @@ TEST_P(SoftmaxTest, RowsOfNarrowVectors) {
     check({2, 3, length}, {3, length}, true, 0.5, true, salt += 2, true);
   }
   check({300, 100}, {100}, true, 1.0, false, salt += 2);
+  // Long rows without a mask (on CUDA, the streaming kernel's vector form): causal, several rows
+  // a block on some devices, and in place, log-softmax included.
+  check({2, 3, 50257}, {}, false, 0.5, true, salt += 2);
+  check({kf_test::device_under_test() == KF_DEVICE_CUDA ? 700 : 20, 16388}, {}, false, 1.0, false,
+        salt += 2);
+  for (int64_t length : {16386, 30522, 50257}) {
+    Tensor y = tensor({5, length});
+    const auto yv = fill(y, dtype(), static_cast<size_t>(5 * length), seed(salt += 2));
+    KF_ASSERT_OK(kf_log_softmax(ctx(), y, nullptr, y, 1.0, 0, nullptr));
+    kf_test::expect_close(kf_test::download(y),
+                          softmax_ref(yv, {5, length}, {}, {}, 1.0, false, true),
+                          kf_test::tolerance(dtype()), "long log softmax in place");
+  }
+  // Long rows whose x and out start at different distances from a 16-byte boundary (x at offset
+  // 1 of a pitch of length + 1, out dense): on CUDA, one element a load.
+  {
+    const int64_t rows = 5, length = 20001, pitch = length + 1;
+    const uint64_t s = seed(salt += 2);
+    SCOPED_TRACE(std::string(dtype_name(dtype())) + " long rows, x and out out of phase");
+    Tensor x_base = tensor({rows, pitch}), out = tensor({rows, length});
+    Tensor x = make_view(x_base, dtype(), {rows, length}, {pitch, 1}, 1);
+    const auto xv = gather(fill(x_base, dtype(), static_cast<size_t>(rows * pitch), s),
+                           view_offsets({rows, length}, {pitch, 1}, 1));
+    kf_test::poison(out);
+    KF_ASSERT_OK(kf_fused_softmax(ctx(), x, nullptr, out, 1.0, 0, nullptr));
+    expect_softmax_close(kf_test::download(out),
+                         softmax_ref(xv, {rows, length}, {}, {}, 1.0, false, false), length,
+                         dtype(), false, "softmax out of phase");
+  }
 
   for (int64_t length : {64, 1000, 4096, 4098}) {
     const uint64_t s = seed(2400 + length);

@@ -63,6 +63,31 @@ __device__ __forceinline__ math::compute_t<S> logit(const Plan& p, S x_value, S 
   return v;
 }
 
+// The max and sum of a block's partial (max, sum) pairs, for every thread of the block (kThreads
+// of them, a multiple of 32); scratch_max and scratch_sum hold 32 values each and are free again
+// on return.
+template <int kThreads, class T>
+__device__ __forceinline__ math::stats::MaxSum<T> block_max_sum(math::stats::MaxSum<T> s,
+                                                                T* scratch_max, T* scratch_sum) {
+  namespace st = math::stats;
+  for (int o = 16; o > 0; o >>= 1) {
+    const st::MaxSum<T> other{__shfl_xor_sync(0xffffffffu, s.max, o),
+                              __shfl_xor_sync(0xffffffffu, s.sum, o)};
+    s = st::max_sum_merge(s, other);
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) {
+    scratch_max[warp] = s.max;
+    scratch_sum[warp] = s.sum;
+  }
+  __syncthreads();
+  s = st::max_sum_empty<T>();
+  for (int k = 0; k < kThreads / 32; ++k)
+    s = st::max_sum_merge(s, st::MaxSum<T>{scratch_max[k], scratch_sum[k]});
+  __syncthreads();
+  return s;
+}
+
 // The streaming kernel: a block per row, over global memory, reading x (and the mask) twice. Each
 // thread loads Policy::unroll columns of the row before it works on any of them, every load
 // unconditional (a column past the row's end loads the thread's first column of the step
@@ -119,21 +144,7 @@ __global__ void __launch_bounds__(Policy::threads, 4)
         s = st::max_sum_add(s, logit(p, xs[u], ms[u], query, c));
       }
     }
-    for (int o = 16; o > 0; o >>= 1) {
-      const st::MaxSum<T> other{__shfl_xor_sync(0xffffffffu, s.max, o),
-                                __shfl_xor_sync(0xffffffffu, s.sum, o)};
-      s = st::max_sum_merge(s, other);
-    }
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (lane == 0) {
-      scratch_max[warp] = s.max;
-      scratch_sum[warp] = s.sum;
-    }
-    __syncthreads();
-    s = st::max_sum_empty<T>();
-    for (int k = 0; k < Policy::threads / 32; ++k)
-      s = st::max_sum_merge(s, st::MaxSum<T>{scratch_max[k], scratch_sum[k]});
-    __syncthreads();
+    s = block_max_sum<Policy::threads>(s, scratch_max, scratch_sum);
     const T inv_sum = T(1) / s.sum, log_sum = st::log_of(s.sum);
     const int64_t ob = rows::row_offset(w, p.out, row);
     for (int64_t c0 = threadIdx.x; c0 < n; c0 += kStep) {
@@ -146,6 +157,101 @@ __global__ void __launch_bounds__(Policy::threads, 4)
         static_cast<S*>(p.out.data)[ob + rows::col_offset_as<kDense>(w, p.out, c)] =
             math::StorageTraits<S>::from_compute(st::softmax_value(logit(p, xs[u], ms[u], query, c),
                                                                    s.max, inv_sum, log_sum, p.log));
+      }
+    }
+  }
+}
+
+// The streaming kernel's form for dense rows without a mask (the rows the register-cached and
+// staged kernels do not take: longer than 16384 elements and not filling 16-byte vectors, such
+// as vocabulary rows of 30522, 32001 or 50257): each row in 16-byte vectors from its first
+// 16-byte boundary, where x's and out's rows start equally far from one, the few columns before
+// that boundary and after the last whole vector one at a time. A row whose x and out start at
+// different distances takes one element a load throughout. Each thread loads kUnroll vectors
+// before it works on any of them (the row's last step clamped to the thread's own vector), and
+// reads and stores only its own columns, so out may be x.
+template <class S>
+struct StreamVectorPolicy {
+  static constexpr int threads = 256;
+  static constexpr int vec = 16 / sizeof(S);
+  static constexpr int unroll = 4;
+};
+
+template <class Policy, class S>
+__global__ void __launch_bounds__(Policy::threads, 4)
+    streaming_vector_kernel(const __grid_constant__ Plan p) {
+  cuda::wait_prior_grid();  // a dependent launch: nothing global is touched before this
+  cuda::allow_next_grid();
+  using T = math::compute_t<S>;
+  using Traits = math::StorageTraits<S>;
+  using Pack = rows::Pack<S, Policy::vec>;
+  namespace st = math::stats;
+  constexpr int V = Policy::vec, U = Policy::unroll;
+  constexpr int64_t kStep = int64_t{Policy::threads} * U;
+  __shared__ T scratch_max[32];
+  __shared__ T scratch_sum[32];
+  const rows::Walk& w = p.walk;
+  const int64_t n = w.row_length;
+  for (int64_t row = blockIdx.x; row < w.rows; row += gridDim.x) {
+    const int64_t query = row % p.query_rows;
+    const S* x = static_cast<const S*>(p.x.data) + rows::row_offset(w, p.x, row);
+    S* out = static_cast<S*>(p.out.data) + rows::row_offset(w, p.out, row);
+    const uintptr_t xa = reinterpret_cast<uintptr_t>(x), oa = reinterpret_cast<uintptr_t>(out);
+    // Columns [0, head) and [head + vectors * V, n) one at a time; vector k at head + k * V.
+    int64_t head = n;
+    if (((xa ^ oa) & 15) == 0 && xa % sizeof(S) == 0) {
+      head = static_cast<int64_t>((16 - (xa & 15)) & 15) / int64_t{sizeof(S)};
+      if (head > n) head = n;
+    }
+    const int64_t vectors = (n - head) / V, tail = head + vectors * V;
+    const Pack* xv = reinterpret_cast<const Pack*>(x + head);
+    Pack* ov = reinterpret_cast<Pack*>(out + head);
+    // Calls fn(column, storage value) for this thread's columns outside the vectors.
+    auto for_each_single = [&](auto&& fn) {
+      for (int64_t c = threadIdx.x; c < head; c += Policy::threads) fn(c, x[c]);
+      for (int64_t c = tail + threadIdx.x; c < n; c += Policy::threads) fn(c, x[c]);
+    };
+    // Loads this thread's U vectors from vector k0 (the row's last step clamped to k0).
+    auto fetch = [&](int64_t k0, Pack(&packs)[U]) {
+      const bool inside = k0 + (U - 1) * Policy::threads < vectors;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int64_t k = k0 + u * Policy::threads;
+        packs[u] = xv[inside || k < vectors ? k : k0];
+      }
+    };
+    st::MaxSum<T> s = st::max_sum_empty<T>();
+    for_each_single([&](int64_t c, S v) { s = st::max_sum_add(s, logit(p, v, S{}, query, c)); });
+    for (int64_t k0 = threadIdx.x; k0 < vectors; k0 += kStep) {
+      Pack packs[U];
+      fetch(k0, packs);
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int64_t k = k0 + u * Policy::threads;
+        if (k >= vectors) break;
+#pragma unroll
+        for (int e = 0; e < V; ++e)
+          s = st::max_sum_add(s, logit(p, packs[u].v[e], S{}, query, head + k * V + e));
+      }
+    }
+    s = block_max_sum<Policy::threads>(s, scratch_max, scratch_sum);
+    const T inv_sum = T(1) / s.sum, log_sum = st::log_of(s.sum);
+    auto value = [&](int64_t c, S v) {
+      return Traits::from_compute(
+          st::softmax_value(logit(p, v, S{}, query, c), s.max, inv_sum, log_sum, p.log));
+    };
+    for_each_single([&](int64_t c, S v) { out[c] = value(c, v); });
+    for (int64_t k0 = threadIdx.x; k0 < vectors; k0 += kStep) {
+      Pack packs[U];
+      fetch(k0, packs);
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int64_t k = k0 + u * Policy::threads;
+        if (k >= vectors) break;
+        Pack o;
+#pragma unroll
+        for (int e = 0; e < V; ++e) o.v[e] = value(head + k * V + e, packs[u].v[e]);
+        ov[k] = o;
       }
     }
   }
@@ -744,11 +850,14 @@ rows::RowLauncher<Plan> cached_launcher(int bytes) {
 
 template <class S>
 void launch(const Plan& p, int32_t device, cudaStream_t stream) {
+  static_assert(StreamVectorPolicy<S>::threads == StreamPolicy<S, false>::threads &&
+                StreamPolicy<S, true>::threads == StreamPolicy<S, false>::threads);
   const int bytes = rows::row_vector_bytes(p.walk, {&p.x, &p.mask, &p.out}, sizeof(S));
   rows::launch_in_order(p, bytes == 16, device, stream, &launch_staged<S>,
                         cached_launcher<S>(bytes),
-                        p.dense ? &streaming_kernel<StreamPolicy<S, true>, S, true>
-                                : &streaming_kernel<StreamPolicy<S, false>, S, false>,
+                        !p.dense       ? &streaming_kernel<StreamPolicy<S, false>, S, false>
+                        : !p.mask.data ? &streaming_vector_kernel<StreamVectorPolicy<S>, S>
+                                       : &streaming_kernel<StreamPolicy<S, true>, S, true>,
                         StreamPolicy<S, false>::threads, "softmax kernel launch");
 }
 
