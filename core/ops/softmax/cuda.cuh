@@ -167,14 +167,15 @@ __global__ void __launch_bounds__(Policy::threads, 4)
 // as vocabulary rows of 30522, 32001 or 50257): each row in 16-byte vectors from its first
 // 16-byte boundary, where x's and out's rows start equally far from one, the few columns before
 // that boundary and after the last whole vector one at a time. A row whose x and out start at
-// different distances takes one element a load throughout. Each thread loads kUnroll vectors
+// different distances takes one element a load throughout. Each thread loads `unroll` vectors
 // before it works on any of them (the row's last step clamped to the thread's own vector), and
 // reads and stores only its own columns, so out may be x.
 template <class S>
 struct StreamVectorPolicy {
   static constexpr int threads = 256;
   static constexpr int vec = 16 / sizeof(S);
-  static constexpr int unroll = 4;
+  // f64 spills 8 bytes a thread around its exp at one or two vectors, 16 at four (ptxas, sm_90).
+  static constexpr int unroll = sizeof(S) == 8 ? 2 : 4;
 };
 
 template <class Policy, class S>
@@ -185,6 +186,7 @@ __global__ void __launch_bounds__(Policy::threads, 4)
   using T = math::compute_t<S>;
   using Traits = math::StorageTraits<S>;
   using Pack = rows::Pack<S, Policy::vec>;
+  using Prim = typename math::PrimitivesFor<S>::type;
   namespace st = math::stats;
   constexpr int V = Policy::vec, U = Policy::unroll;
   constexpr int64_t kStep = int64_t{Policy::threads} * U;
@@ -192,6 +194,7 @@ __global__ void __launch_bounds__(Policy::threads, 4)
   __shared__ T scratch_sum[32];
   const rows::Walk& w = p.walk;
   const int64_t n = w.row_length;
+  const T minus_inf = st::negative_infinity<T>();
   for (int64_t row = blockIdx.x; row < w.rows; row += gridDim.x) {
     const int64_t query = row % p.query_rows;
     const S* x = static_cast<const S*>(p.x.data) + rows::row_offset(w, p.x, row);
@@ -229,16 +232,31 @@ __global__ void __launch_bounds__(Policy::threads, 4)
       for (int u = 0; u < U; ++u) {
         const int64_t k = k0 + u * Policy::threads;
         if (k >= vectors) break;
+        // The vector's logits join s a vector at a time: their max first (a NaN among them makes
+        // it NaN, which then reaches every output), one rescale at most, an exp each.
+        T v[V], m = minus_inf;
 #pragma unroll
-        for (int e = 0; e < V; ++e)
-          s = st::max_sum_add(s, logit(p, packs[u].v[e], S{}, query, head + k * V + e));
+        for (int e = 0; e < V; ++e) {
+          v[e] = logit(p, packs[u].v[e], S{}, query, head + k * V + e);
+          m = v[e] > m || v[e] != v[e] ? v[e] : m;
+        }
+        if (!(m <= s.max)) {
+          s.sum = s.max == minus_inf ? T(0) : s.sum * Prim::exp(s.max - m);
+          s.max = m;
+        }
+        if (s.max != minus_inf) {
+#pragma unroll
+          for (int e = 0; e < V; ++e) s.sum += Prim::exp(v[e] - s.max);  // exp(-inf) = 0
+        }
       }
     }
     s = block_max_sum<Policy::threads>(s, scratch_max, scratch_sum);
     const T inv_sum = T(1) / s.sum, log_sum = st::log_of(s.sum);
-    auto value = [&](int64_t c, S v) {
-      return Traits::from_compute(
-          st::softmax_value(logit(p, v, S{}, query, c), s.max, inv_sum, log_sum, p.log));
+    // st::softmax_value with the storage type's exponential (math::PrimitivesFor).
+    auto value = [&](int64_t c, S x_value) {
+      const T v = logit(p, x_value, S{}, query, c);
+      if (s.max == minus_inf) return Traits::from_compute(p.log ? minus_inf : T(0));
+      return Traits::from_compute(p.log ? v - s.max - log_sum : Prim::exp(v - s.max) * inv_sum);
     };
     for_each_single([&](int64_t c, S v) { out[c] = value(c, v); });
     for (int64_t k0 = threadIdx.x; k0 < vectors; k0 += kStep) {
