@@ -2,19 +2,20 @@
 //  - staged rows (core/ops/rows/staged.cuh) for f32/f16/bf16 rows that are dense, 16-byte
 //    aligned and fill whole 16-byte vectors, where they measured faster (see launch_staged):
 //    f32 rows of more than 16 KiB up to 32 KiB (up to 64 KiB with a residual) and 16-bit rows
-//    past 16 KiB with a residual, up to 64 KiB; rows past 64 KiB, which take a thread-block
-//    cluster per row (sm_90) with the statistics combined through distributed shared memory;
-//    x (and the residual) are read from DRAM once;
+//    past 16 KiB with a residual (past 32 KiB without), up to 64 KiB; rows past 64 KiB, which
+//    take a thread-block cluster per row (sm_90) with the statistics combined through
+//    distributed shared memory; x (and the residual) are read from DRAM once;
 //  - other rows of up to 1024 elements: a few lanes or a warp per row, several rows per block;
 //  - other rows of up to 16K elements (8K for f64): a block per row;
 //    both hold the row in registers (core/ops/rows/tile.cuh), so h = x + residual is read from
-//    DRAM once, with 16-byte loads when every row start is aligned and the length divides;
+//    DRAM once, in the widest loads of 16, 8 or 4 bytes that every row operand's row starts are
+//    aligned to and the row's bytes fill (rows::row_vector_bytes), else one element a load;
 //    16-bit rows run on a resident grid that issues the next row's loads before working on the
 //    current row (rows::tile_prefetches);
-//  - everything else (strided rows, longer rows): the streaming path, one block per row over
-//    global memory (pass 1: h, residual_out, shifted sums; pass 2: normalize, affine,
-//    activation), which reads x twice. Each thread touches the same columns in both passes,
-//    which keeps the exact in-place forms safe.
+//  - everything else (strided rows, longer rows off 16-byte vectors): the streaming path, one
+//    block per row over global memory (pass 1: h, residual_out, shifted sums; pass 2:
+//    normalize, affine, activation), which reads x twice, one element a load. Each thread
+//    touches the same columns in both passes, which keeps the exact in-place forms safe.
 // In the staged and cached paths each element is loaded, and later stored, by one thread (staged:
 // each row is in shared memory before any of its stores), and every load comes before any store, so
 // out and residual_out may be x or residual exactly.

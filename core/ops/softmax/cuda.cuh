@@ -1,19 +1,23 @@
 // CUDA backend of the softmax family, four regimes chosen per call:
-//  - dense, 16-byte aligned f32/f16/bf16 rows past 64 KiB: staged rows (core/ops/rows/staged.cuh),
-//    a thread-block cluster per row (sm_90), each block holding a slice of x in shared memory
-//    and the row's maximum and sum of exp combined through distributed shared memory, so x is
-//    read from DRAM once;
+//  - dense, 16-byte aligned f32/f16/bf16 rows longer than the cached kernels hold (16384
+//    elements): staged rows (core/ops/rows/staged.cuh), a slice of a row per block, or past
+//    64 KiB a thread-block cluster per row (sm_90), each block holding a slice of x in shared
+//    memory and the row's maximum and sum of exp combined through distributed shared memory, so
+//    x is read from DRAM once;
 //  - rows of up to 1024 elements: a few lanes or a warp per row, several rows per block;
 //  - rows of up to 16K elements (8K for f64): a block per row;
 //    both hold the row's logits in registers (core/ops/rows/tile.cuh), so x (and the mask) are
-//    read from DRAM once, with 16-byte loads when every row start is aligned and the length
-//    divides; max and sum of exp are then exact two-pass reductions over the registers; 16-bit
-//    rows run on a resident grid that issues the next row's loads of x before working on the
-//    current row (rows::tile_prefetches);
-//  - everything else (strided or row-broadcast operands, longer rows): the streaming path, one
-//    block per row over global memory (pass 1: online max and sum of exp; pass 2: write), which
-//    reads x twice. Each thread touches the same columns in both passes, which keeps the in-place
-//    form safe (in the cached paths every load of a row precedes its stores, by the same thread).
+//    read from DRAM once, in the widest loads of 16, 8 or 4 bytes that every row start is
+//    aligned to and the row's bytes fill (rows::row_vector_bytes), else one element a load; max
+//    and sum of exp are then exact two-pass reductions over the registers; 16-bit rows run on a
+//    resident grid that issues the next row's loads of x before working on the current row
+//    (rows::tile_prefetches);
+//  - everything else (strided or row-broadcast operands, longer rows off 16-byte vectors): the
+//    streaming path, one block per row over global memory (pass 1: max and sum of exp; pass 2:
+//    write), which reads x twice; dense rows without a mask in 16-byte vectors from each row's
+//    first 16-byte boundary (streaming_vector_kernel). Each thread touches the same columns in
+//    both passes, which keeps the in-place form safe (in the cached paths every load of a row
+//    precedes its stores, by the same thread).
 // The kernels and launches live in this header, which only the family's per-storage-type
 // translation units include (cuda_f32.cu, cuda_f16.cu, cuda_bf16.cu, cuda_f64.cu): each
 // instantiates them for one type, so the four compile in parallel; cuda.cu dispatches.
