@@ -374,7 +374,7 @@ TEST_P(NormTest, LeadingDimsThatDoNotMerge) {
 
 TEST_P(NormTest, InPlace) {
   const uint64_t s = seed(700);
-  for (int64_t length : {33, 1023, 4097, 40000}) {
+  for (int64_t length : {33, 1023, 4097, 40000, 30523}) {
     SCOPED_TRACE(label("in place " + std::to_string(length), s + length));
     Tensor x = tensor({3, length}, dtype());
     const auto xv = fill(x, dtype(), static_cast<size_t>(3 * length), s + length);
@@ -430,6 +430,29 @@ TEST_P(NormTest, RowsOfNarrowVectors) {
   }
   check_rms_norm(300, 100, true, true, KF_ACTIVATION_SILU, salt += 3);
   check_layer_norm(300, 1100, true, KF_ACTIVATION_GELU, salt += 3);
+  // Long rows with every operand (on CUDA, the streaming kernel's vector form; the weight and the
+  // bias in the row's phase on some rows only).
+  check_rms_norm(5, 30522, true, true, KF_ACTIVATION_SILU, salt += 3);
+  check_layer_norm(5, 50257, true, KF_ACTIVATION_GELU, salt += 3);
+  // Long rows whose x and out start at different distances from a 16-byte boundary (x at offset
+  // 1 of a pitch of length + 1): on CUDA, the dense streaming kernel.
+  {
+    const int64_t rows = 4, length = 20001, pitch = length + 1;
+    const uint64_t s = seed(salt += 3);
+    SCOPED_TRACE(label("long rows, x and out out of phase", s));
+    Tensor x_base = tensor({rows, pitch}, dtype()), out = tensor({rows, length}, dtype());
+    Tensor x = make_view(x_base, dtype(), {rows, length}, {pitch, 1}, 1);
+    Tensor w = tensor({length}, dtype());
+    const auto xv = gather(fill(x_base, dtype(), static_cast<size_t>(rows * pitch), s),
+                           view_offsets({rows, length}, {pitch, 1}, 1));
+    const auto wv = fill(w, dtype(), static_cast<size_t>(length), s + 1);
+    kf_test::poison(out);
+    KF_ASSERT_OK(kf_fused_rms_norm_activation(ctx(), x, nullptr, w, out, nullptr, 1e-6,
+                                              KF_ACTIVATION_NONE, nullptr));
+    kf_test::expect_close(kf_test::download(out),
+                          rms_norm_ref(xv, length, wv, 1e-6, KF_ACTIVATION_NONE),
+                          tolerance(dtype()), "rms norm out of phase");
+  }
 }
 
 // Rows that start on 8-byte but not 16-byte boundaries (16-bit rows of a pitch of length + 4):

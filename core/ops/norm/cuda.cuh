@@ -174,6 +174,175 @@ __global__ void __launch_bounds__(Policy::threads, 4)
   }
 }
 
+// The streaming kernel's form for dense rows whose row operands (x, residual, out, residual_out)
+// start equally far from a 16-byte boundary, row by row (rows::rows_in_phase): the rows the
+// register-cached and staged kernels do not take, longer than 16384 elements and not filling
+// 16-byte vectors. Each row in 16-byte vectors from its first 16-byte boundary, the few columns
+// before it and after the last whole vector one at a time; the weight and the bias in vectors
+// too on the rows where they start in the row's phase, else an element a load (the same
+// columns for every row: they stay in cache). Each thread loads `unroll` vectors before it works
+// on any of them (the row's last step clamped to the thread's own vector), and reads and stores
+// only its own columns, so the exact in-place forms stay safe.
+// f32: two vectors a step. 16-bit rows take one: with two, the row operands' vectors spilled
+// 96-154 bytes a thread at 64 registers and 16-88 at 80 (ptxas, sm_90); bf16's spilled 12 bytes
+// with one at 64 registers, so it takes three blocks an SM. f64 one as well.
+template <class S>
+struct StreamVectorPolicy {
+  static constexpr int threads = 256;
+  static constexpr int vec = 16 / sizeof(S);
+  static constexpr int unroll = sizeof(S) == 4 ? 2 : 1;
+  static constexpr int min_blocks = std::is_same_v<S, math::bfloat16_t> ? 3 : 4;
+};
+
+template <class Policy, class S>
+__global__ void __launch_bounds__(Policy::threads, Policy::min_blocks)
+    streaming_vector_kernel(const __grid_constant__ Plan p) {
+  cuda::wait_prior_grid();  // a dependent launch: nothing global is touched before this
+  cuda::allow_next_grid();
+  using T = math::compute_t<S>;
+  using Traits = math::StorageTraits<S>;
+  using Pack = rows::Pack<S, Policy::vec>;
+  constexpr int V = Policy::vec, U = Policy::unroll;
+  constexpr int64_t kStep = int64_t{Policy::threads} * U;
+  __shared__ T scratch[32];
+  const rows::Walk& w = p.walk;
+  const int64_t n = w.row_length;
+  const T eps = static_cast<T>(p.eps);
+  const S* weight = static_cast<const S*>(p.weight.data);
+  const S* bias = static_cast<const S*>(p.bias.data);
+  for (int64_t row = blockIdx.x; row < w.rows; row += gridDim.x) {
+    const S* x = static_cast<const S*>(p.x.data) + rows::row_offset(w, p.x, row);
+    const S* res = p.residual.data ? static_cast<const S*>(p.residual.data) +
+                                         rows::row_offset(w, p.residual, row)
+                                   : nullptr;
+    S* out = static_cast<S*>(p.out.data) + rows::row_offset(w, p.out, row);
+    S* h_out = p.residual_out.data
+                   ? static_cast<S*>(p.residual_out.data) + rows::row_offset(w, p.residual_out, row)
+                   : nullptr;
+    const uintptr_t xa = reinterpret_cast<uintptr_t>(x);
+    // Columns [0, head) and [tail, n) one at a time; vector k at head + k * V.
+    int64_t head = static_cast<int64_t>((16 - (xa & 15)) & 15) / int64_t{sizeof(S)};
+    if (head > n) head = n;
+    const int64_t vectors = (n - head) / V, tail = head + vectors * V;
+    auto in_phase = [&](const S* t) {
+      return !t || ((reinterpret_cast<uintptr_t>(t) ^ xa) & 15) == 0;
+    };
+    const bool affine_vectors = in_phase(weight) && in_phase(bias);
+    auto h_of = [&](int64_t c) {  // h at column c, from x and the residual
+      return combine(p, x[c], res ? res[c] : S{});
+    };
+    // The shift: the row's first element (differences from it stay small for sane data).
+    const T shift = p.kind == Kind::layer ? h_of(0) : T(0);
+    T sum_d = 0, sum_d2 = 0;
+    auto add = [&](T h) {
+      const T d = h - shift;
+      sum_d += d;
+      sum_d2 += d * d;
+    };
+    // This thread's vectors of a step from k0 (the row's last step clamped to k0).
+    auto vector_index = [&](int64_t k0, int u, bool inside) {
+      const int64_t k = k0 + u * Policy::threads;
+      return inside || k < vectors ? k : k0;
+    };
+    for (int64_t c = threadIdx.x; c < head; c += Policy::threads) {
+      const T h = h_of(c);
+      if (h_out) h_out[c] = Traits::from_compute(h);
+      add(h);
+    }
+    for (int64_t c = tail + threadIdx.x; c < n; c += Policy::threads) {
+      const T h = h_of(c);
+      if (h_out) h_out[c] = Traits::from_compute(h);
+      add(h);
+    }
+    for (int64_t k0 = threadIdx.x; k0 < vectors; k0 += kStep) {
+      Pack xs[U], rs[U] = {};
+      const bool inside = k0 + (U - 1) * Policy::threads < vectors;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int64_t k = vector_index(k0, u, inside);
+        xs[u] = reinterpret_cast<const Pack*>(x + head)[k];
+        if (res) rs[u] = reinterpret_cast<const Pack*>(res + head)[k];
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int64_t k = k0 + u * Policy::threads;
+        if (k >= vectors) break;
+        Pack hp;
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+          const T h = combine(p, xs[u].v[e], rs[u].v[e]);
+          hp.v[e] = Traits::from_compute(h);
+          add(h);
+        }
+        if (h_out) reinterpret_cast<Pack*>(h_out + head)[k] = hp;
+      }
+    }
+    sum_d = rows::block_sum(sum_d, scratch);
+    sum_d2 = rows::block_sum(sum_d2, scratch);
+    T center = 0, rstd;
+    if (p.kind == Kind::layer) {
+      const auto s = math::stats::layer_norm_stats<T>(sum_d, sum_d2, static_cast<T>(n), eps);
+      center = s.center;
+      rstd = s.rstd;
+      if (threadIdx.x == 0 && p.mean.data)
+        static_cast<T*>(p.mean.data)[rows::row_offset(w, p.mean, row)] = shift + center;
+      if (threadIdx.x == 0 && p.rstd.data)
+        static_cast<T*>(p.rstd.data)[rows::row_offset(w, p.rstd, row)] = rstd;
+    } else {
+      rstd = math::stats::rms_rstd<T>(sum_d2, static_cast<T>(n), eps);
+    }
+    // The output of column c from h (and the weight's and the bias's elements there).
+    auto output = [&](T h, S wv, S bv) {
+      T y = (h - shift - center) * rstd;
+      if (weight) y *= Traits::to_compute(wv);
+      if (bias) y += Traits::to_compute(bv);
+      return Traits::from_compute(math::apply_activation(p.act, y));
+    };
+    // h is re-read from residual_out when it was written (x or residual may be out by now).
+    auto h_again = [&](int64_t c) { return h_out ? Traits::to_compute(h_out[c]) : h_of(c); };
+    for (int64_t c = threadIdx.x; c < head; c += Policy::threads)
+      out[c] = output(h_again(c), weight ? weight[c] : S{}, bias ? bias[c] : S{});
+    for (int64_t c = tail + threadIdx.x; c < n; c += Policy::threads)
+      out[c] = output(h_again(c), weight ? weight[c] : S{}, bias ? bias[c] : S{});
+    for (int64_t k0 = threadIdx.x; k0 < vectors; k0 += kStep) {
+      Pack hs[U], rs[U] = {}, ws[U] = {}, bs[U] = {};
+      const bool inside = k0 + (U - 1) * Policy::threads < vectors;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int64_t k = vector_index(k0, u, inside);
+        if (h_out) {
+          hs[u] = reinterpret_cast<const Pack*>(h_out + head)[k];
+        } else {
+          hs[u] = reinterpret_cast<const Pack*>(x + head)[k];
+          if (res) rs[u] = reinterpret_cast<const Pack*>(res + head)[k];
+        }
+        if (affine_vectors) {
+          if (weight) ws[u] = reinterpret_cast<const Pack*>(weight + head)[k];
+          if (bias) bs[u] = reinterpret_cast<const Pack*>(bias + head)[k];
+        } else {
+#pragma unroll
+          for (int e = 0; e < V; ++e) {
+            if (weight) ws[u].v[e] = weight[head + k * V + e];
+            if (bias) bs[u].v[e] = bias[head + k * V + e];
+          }
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int64_t k = k0 + u * Policy::threads;
+        if (k >= vectors) break;
+        Pack o;
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+          const T h = h_out ? Traits::to_compute(hs[u].v[e]) : combine(p, hs[u].v[e], rs[u].v[e]);
+          o.v[e] = output(h, ws[u].v[e], bs[u].v[e]);
+        }
+        reinterpret_cast<Pack*>(out + head)[k] = o;
+      }
+    }
+  }
+}
+
 // The output loops take their activation from math::with_activation: none and ReLU get their
 // own copy of the loop, the transcendental ones share one. 16-bit outputs use math::HalfStorage's
 // fast primitives, as the elementwise kernels do.
@@ -1054,27 +1223,30 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
   });
 }
 
-// The register-cached launcher for rows loaded `bytes` at a time (rows::row_vector_bytes over
-// every row operand): 16-bit rows that do not fill 16-byte vectors take 8- or 4-byte ones where
-// they fit, before one element a load.
+// launch_cached for rows::cached_launcher.
 template <class S>
-rows::RowLauncher<Plan> cached_launcher(int bytes) {
-  if (bytes == 16) return &launch_cached<S, 16 / sizeof(S)>;
-  if constexpr (sizeof(S) == 2) {
-    if (bytes == 8) return &launch_cached<S, 4>;
-    if (bytes == 4) return &launch_cached<S, 2>;
+struct Cached {
+  template <int V>
+  static bool launch(const Plan& p, int32_t device, cudaStream_t stream) {
+    return launch_cached<S, V>(p, device, stream);
   }
-  return &launch_cached<S, 1>;
-}
+};
 
 template <class S>
 void launch(const Plan& p, int32_t device, cudaStream_t stream) {
+  static_assert(StreamVectorPolicy<S>::threads == StreamPolicy<S, false>::threads &&
+                StreamPolicy<S, true>::threads == StreamPolicy<S, false>::threads);
   const int bytes = rows::row_vector_bytes(
       p.walk, {&p.x, &p.residual, &p.weight, &p.bias, &p.out, &p.residual_out}, sizeof(S));
+  // The streaming vector form's condition: every row operand in x's phase, row by row.
+  bool in_phase = true;
+  for (const rows::Operand* o : {&p.residual, &p.out, &p.residual_out})
+    in_phase = in_phase && rows::rows_in_phase(p.walk, p.x, *o, sizeof(S));
   rows::launch_in_order(p, bytes == 16, device, stream, &launch_staged<S>,
-                        cached_launcher<S>(bytes),
-                        p.dense ? &streaming_kernel<StreamPolicy<S, true>, S, true>
-                                : &streaming_kernel<StreamPolicy<S, false>, S, false>,
+                        rows::cached_launcher<S, Cached<S>, Plan>(bytes),
+                        !p.dense   ? &streaming_kernel<StreamPolicy<S, false>, S, false>
+                        : in_phase ? &streaming_vector_kernel<StreamVectorPolicy<S>, S>
+                                   : &streaming_kernel<StreamPolicy<S, true>, S, true>,
                         StreamPolicy<S, false>::threads, "norm kernel launch");
 }
 

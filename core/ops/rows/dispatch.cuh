@@ -37,6 +37,20 @@ void launch_in_order(const Plan& p, bool vectors16, int32_t device, cudaStream_t
   }
 }
 
+// A family's register-cached launcher for rows of storage S loaded `bytes` at a time
+// (row_vector_bytes in tile.cuh): 16-byte vectors; for 16-bit storage also 8- and 4-byte ones
+// where 16-byte ones do not fit; else one element a load. Cached::template launch<V> is the
+// family's launcher for V elements a load.
+template <class S, class Cached, class Plan>
+RowLauncher<Plan> cached_launcher(int bytes) {
+  if (bytes == 16) return &Cached::template launch<16 / sizeof(S)>;
+  if constexpr (sizeof(S) == 2) {
+    if (bytes == 8) return &Cached::template launch<4>;
+    if (bytes == 4) return &Cached::template launch<2>;
+  }
+  return &Cached::template launch<1>;
+}
+
 // Calls fn(S{}) with the storage type S of a float dtype (f16, bf16, f64; f32 otherwise).
 template <class Fn>
 void with_float_storage(kf_dtype_t dtype, Fn&& fn) {

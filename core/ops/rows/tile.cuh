@@ -457,6 +457,20 @@ int row_vector_bytes(const Walk& w, const Operand* const (&ops)[N], int64_t elem
   return static_cast<int>(element_bytes);
 }
 
+// True when every row of a and of b (either absent: true) starts equally far from a 16-byte
+// boundary, row by row, and on a whole element: then one row's 16-byte vectors of a and of b
+// cover the same columns.
+inline bool rows_in_phase(const Walk& w, const Operand& a, const Operand& b,
+                          int64_t element_bytes) {
+  if (!a.data || !b.data) return true;
+  const uintptr_t pa = reinterpret_cast<uintptr_t>(a.data),
+                  pb = reinterpret_cast<uintptr_t>(b.data);
+  if (pa % element_bytes != 0 || (pa - pb) % 16 != 0) return false;
+  for (int32_t d = 0; d < w.outer_ndim; ++d)
+    if (((a.outer[d] - b.outer[d]) * element_bytes) % 16 != 0) return false;
+  return true;
+}
+
 // Block count for a grid-stride launch over `rows` rows, rows_per_block at a time.
 inline unsigned tile_grid(int64_t rows, int rows_per_block) {
   const int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;

@@ -137,41 +137,39 @@ __global__ void __launch_bounds__(Policy::threads, 4)
         }
       }
     };
-    st::MaxSum<T> s = st::max_sum_empty<T>();
-    for (int64_t c0 = threadIdx.x; c0 < n; c0 += kStep) {
-      S xs[U], ms[U] = {};
-      fetch(c0, xs, ms);
+    // Calls fn(column, logit) for this thread's columns, a step of loads at a time.
+    auto for_each_logit = [&](auto&& fn) {
+      for (int64_t c0 = threadIdx.x; c0 < n; c0 += kStep) {
+        S xs[U], ms[U] = {};
+        fetch(c0, xs, ms);
 #pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int64_t c = c0 + u * Policy::threads;
-        if (c >= n) break;
-        s = st::max_sum_add(s, logit(p, xs[u], ms[u], query, c));
+        for (int u = 0; u < U; ++u) {
+          const int64_t c = c0 + u * Policy::threads;
+          if (c >= n) break;
+          fn(c, logit(p, xs[u], ms[u], query, c));
+        }
       }
-    }
+    };
+    st::MaxSum<T> s = st::max_sum_empty<T>();
+    for_each_logit([&](int64_t, T v) { s = st::max_sum_add(s, v); });
     s = block_max_sum<Policy::threads>(s, scratch_max, scratch_sum);
     const T inv_sum = T(1) / s.sum, log_sum = st::log_of(s.sum);
     const int64_t ob = rows::row_offset(w, p.out, row);
-    for (int64_t c0 = threadIdx.x; c0 < n; c0 += kStep) {
-      S xs[U], ms[U] = {};
-      fetch(c0, xs, ms);
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int64_t c = c0 + u * Policy::threads;
-        if (c >= n) break;
-        static_cast<S*>(p.out.data)[ob + rows::col_offset_as<kDense>(w, p.out, c)] =
-            math::StorageTraits<S>::from_compute(st::softmax_value(logit(p, xs[u], ms[u], query, c),
-                                                                   s.max, inv_sum, log_sum, p.log));
-      }
-    }
+    S* out = static_cast<S*>(p.out.data);
+    for_each_logit([&](int64_t c, T v) {
+      out[ob + rows::col_offset_as<kDense>(w, p.out, c)] = math::StorageTraits<S>::from_compute(
+          st::softmax_value(v, s.max, inv_sum, log_sum, p.log));
+    });
   }
 }
 
 // The streaming kernel's form for dense rows without a mask (the rows the register-cached and
 // staged kernels do not take: longer than 16384 elements and not filling 16-byte vectors, such
-// as vocabulary rows of 30522, 32001 or 50257): each row in 16-byte vectors from its first
-// 16-byte boundary, where x's and out's rows start equally far from one, the few columns before
-// that boundary and after the last whole vector one at a time. A row whose x and out start at
-// different distances takes one element a load throughout. Each thread loads `unroll` vectors
+// as vocabulary rows of 30522, 32001 or 50257) whose x and out start equally far from a 16-byte
+// boundary, row by row (launch checks rows::rows_in_phase): each row in 16-byte vectors from its
+// first 16-byte boundary, the few columns before that boundary and after the last whole vector
+// one at a time. (A row whose x and out were out of phase would take one element a load
+// throughout; the kernel checks, though launch sends it none.) Each thread loads `unroll` vectors
 // before it works on any of them (the row's last step clamped to the thread's own vector), and
 // reads and stores only its own columns, so out may be x.
 template <class S>
@@ -218,42 +216,45 @@ __global__ void __launch_bounds__(Policy::threads, 4)
       for (int64_t c = threadIdx.x; c < head; c += Policy::threads) fn(c, x[c]);
       for (int64_t c = tail + threadIdx.x; c < n; c += Policy::threads) fn(c, x[c]);
     };
-    // Loads this thread's U vectors from vector k0 (the row's last step clamped to k0).
-    auto fetch = [&](int64_t k0, Pack(&packs)[U]) {
-      const bool inside = k0 + (U - 1) * Policy::threads < vectors;
+    // Calls fn(k, vector k) for this thread's vectors, a step of U loads at a time (the row's
+    // last step clamped to the thread's own vector).
+    auto for_each_vector = [&](auto&& fn) {
+      for (int64_t k0 = threadIdx.x; k0 < vectors; k0 += kStep) {
+        const bool inside = k0 + (U - 1) * Policy::threads < vectors;
+        Pack packs[U];
 #pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int64_t k = k0 + u * Policy::threads;
-        packs[u] = xv[inside || k < vectors ? k : k0];
+        for (int u = 0; u < U; ++u) {
+          const int64_t k = k0 + u * Policy::threads;
+          packs[u] = xv[inside || k < vectors ? k : k0];
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const int64_t k = k0 + u * Policy::threads;
+          if (k >= vectors) break;
+          fn(k, packs[u]);
+        }
       }
     };
     st::MaxSum<T> s = st::max_sum_empty<T>();
     for_each_single([&](int64_t c, S v) { s = st::max_sum_add(s, logit(p, v, S{}, query, c)); });
-    for (int64_t k0 = threadIdx.x; k0 < vectors; k0 += kStep) {
-      Pack packs[U];
-      fetch(k0, packs);
+    for_each_vector([&](int64_t k, const Pack& pack) {
+      // The vector's logits join s a vector at a time: their max first (a NaN among them makes it
+      // NaN, which then reaches every output), one rescale at most, an exp each.
+      T v[V], m = minus_inf;
 #pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int64_t k = k0 + u * Policy::threads;
-        if (k >= vectors) break;
-        // The vector's logits join s a vector at a time: their max first (a NaN among them makes
-        // it NaN, which then reaches every output), one rescale at most, an exp each.
-        T v[V], m = minus_inf;
-#pragma unroll
-        for (int e = 0; e < V; ++e) {
-          v[e] = logit(p, packs[u].v[e], S{}, query, head + k * V + e);
-          m = v[e] > m || v[e] != v[e] ? v[e] : m;
-        }
-        if (!(m <= s.max)) {
-          s.sum = s.max == minus_inf ? T(0) : s.sum * Prim::exp(s.max - m);
-          s.max = m;
-        }
-        if (s.max != minus_inf) {
-#pragma unroll
-          for (int e = 0; e < V; ++e) s.sum += Prim::exp(v[e] - s.max);  // exp(-inf) = 0
-        }
+      for (int e = 0; e < V; ++e) {
+        v[e] = logit(p, pack.v[e], S{}, query, head + k * V + e);
+        m = v[e] > m || v[e] != v[e] ? v[e] : m;
       }
-    }
+      if (!(m <= s.max)) {
+        s.sum = s.max == minus_inf ? T(0) : s.sum * Prim::exp(s.max - m);
+        s.max = m;
+      }
+      if (s.max != minus_inf) {
+#pragma unroll
+        for (int e = 0; e < V; ++e) s.sum += Prim::exp(v[e] - s.max);  // exp(-inf) = 0
+      }
+    });
     s = block_max_sum<Policy::threads>(s, scratch_max, scratch_sum);
     const T inv_sum = T(1) / s.sum, log_sum = st::log_of(s.sum);
     // st::softmax_value with the storage type's exponential (math::PrimitivesFor).
@@ -263,19 +264,12 @@ __global__ void __launch_bounds__(Policy::threads, 4)
       return Traits::from_compute(p.log ? v - s.max - log_sum : Prim::exp(v - s.max) * inv_sum);
     };
     for_each_single([&](int64_t c, S v) { out[c] = value(c, v); });
-    for (int64_t k0 = threadIdx.x; k0 < vectors; k0 += kStep) {
-      Pack packs[U];
-      fetch(k0, packs);
+    for_each_vector([&](int64_t k, const Pack& pack) {
+      Pack o;
 #pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int64_t k = k0 + u * Policy::threads;
-        if (k >= vectors) break;
-        Pack o;
-#pragma unroll
-        for (int e = 0; e < V; ++e) o.v[e] = value(head + k * V + e, packs[u].v[e]);
-        ov[k] = o;
-      }
-    }
+      for (int e = 0; e < V; ++e) o.v[e] = value(head + k * V + e, pack.v[e]);
+      ov[k] = o;
+    });
   }
 }
 
@@ -857,29 +851,29 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
   });
 }
 
-// The register-cached launcher for rows loaded `bytes` at a time (rows::row_vector_bytes over x,
-// mask and out): 16-bit rows that do not fill 16-byte vectors take 8- or 4-byte ones where they
-// fit, before one element a load.
+// launch_cached for rows::cached_launcher.
 template <class S>
-rows::RowLauncher<Plan> cached_launcher(int bytes) {
-  if (bytes == 16) return &launch_cached<S, 16 / sizeof(S)>;
-  if constexpr (sizeof(S) == 2) {
-    if (bytes == 8) return &launch_cached<S, 4>;
-    if (bytes == 4) return &launch_cached<S, 2>;
+struct Cached {
+  template <int V>
+  static bool launch(const Plan& p, int32_t device, cudaStream_t stream) {
+    return launch_cached<S, V>(p, device, stream);
   }
-  return &launch_cached<S, 1>;
-}
+};
 
 template <class S>
 void launch(const Plan& p, int32_t device, cudaStream_t stream) {
   static_assert(StreamVectorPolicy<S>::threads == StreamPolicy<S, false>::threads &&
                 StreamPolicy<S, true>::threads == StreamPolicy<S, false>::threads);
   const int bytes = rows::row_vector_bytes(p.walk, {&p.x, &p.mask, &p.out}, sizeof(S));
+  // The streaming vector form where there is no mask and x's and out's rows are in phase, row by
+  // row (rows whose phases differ would take it one element a load, slower than the dense
+  // streaming kernel's unrolled loads).
+  const bool vector_form = !p.mask.data && rows::rows_in_phase(p.walk, p.x, p.out, sizeof(S));
   rows::launch_in_order(p, bytes == 16, device, stream, &launch_staged<S>,
-                        cached_launcher<S>(bytes),
-                        !p.dense       ? &streaming_kernel<StreamPolicy<S, false>, S, false>
-                        : !p.mask.data ? &streaming_vector_kernel<StreamVectorPolicy<S>, S>
-                                       : &streaming_kernel<StreamPolicy<S, true>, S, true>,
+                        rows::cached_launcher<S, Cached<S>, Plan>(bytes),
+                        !p.dense      ? &streaming_kernel<StreamPolicy<S, false>, S, false>
+                        : vector_form ? &streaming_vector_kernel<StreamVectorPolicy<S>, S>
+                                      : &streaming_kernel<StreamPolicy<S, true>, S, true>,
                         StreamPolicy<S, false>::threads, "softmax kernel launch");
 }
 
