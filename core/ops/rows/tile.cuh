@@ -98,10 +98,10 @@ constexpr size_t tile_shared_bytes() {
 // and 90-114 for 16 (two): an H200 run (2026-11-26, kf-bench) measured softmax f32 rows of 1024
 // at 71 % of copy with one resident block against 93 % with two, and the norms' 64-element
 // rows 8-10 points faster at three blocks than at two.
-// 128-thread blocks get twice the count, for the same registers a thread.
+// Smaller blocks (96, 128 or 192 threads) get as many more as keep the same registers a thread.
 template <class P, class S>
 constexpr int tile_min_blocks() {
-  if (P::threads != 256 && P::threads != 128) return 1;
+  if (P::threads > 256) return 1;
   const int per_256 = tile_prefetches<P, S>()                             ? 2
                       : sizeof(math::compute_t<S>) == 4 && P::items <= 16 ? 3
                                                                           : 2;
@@ -553,13 +553,13 @@ void launch_common_tile_kernel(const Plan& p, int64_t rows, int32_t device, cuda
 // elements a row takes the fewest lanes (1..32) that hold it with 16 elements per thread, several
 // rows per 256-thread block: the per-row work (shuffle trees, the statistics' divisions) is then
 // spread over 16 elements, and each thread has 64 bytes of loads in flight (f32). Longer rows
-// take a block of 128, 256 or 512 threads holding 8..32 elements each (32 only for 4-byte compute
-// types: 64 floats, or 32 doubles, spill out of the 128 registers a 512-thread block leaves a
-// thread). Measured on an H200 (2026-11-26, kf-bench, same run): a warp per row of 2048 f32
-// (64 elements per thread) was 2 % faster for softmax and 2-3 % slower for the norms, so the
-// block path stays. Its per-row work (two or three block reductions, each with barriers) weighs
-// on 8 elements a thread, though: 128-thread blocks of 16 elements a thread for rows of up to
-// 2048 (f32, f16, bf16), and of 32 for 16-bit rows of up to 4096 where the caller allows it
+// take a block of 96, 128, 192, 256 or 512 threads holding 8..32 elements each (32 only for 4-byte
+// compute types: 64 floats, or 32 doubles, spill out of the 128 registers a 512-thread block leaves
+// a thread). Measured on an H200 (2026-11-26, kf-bench, same run): a warp per row of 2048 f32 (64
+// elements per thread) was 2 % faster for softmax and 2-3 % slower for the norms, so the block path
+// stays. Its per-row work (two or three block reductions, each with barriers) weighs on 8 elements
+// a thread, though: 128-thread blocks of 16 elements a thread for rows of up to 2048 (f32, f16,
+// bf16), and of 32 for 16-bit rows of up to 4096 where the caller allows it
 // (`wide`: false for kernels that hold two rows, a residual or a mask as well, which spilled
 // there, and for the norms on devices that are not tile_issue_lean), measured on an H200 (15:05Z
 // and 15:12Z, same calls), % of copy f32 / f16 / bf16: causal softmax over 2048 columns 62.5 / 37 /
@@ -580,16 +580,44 @@ bool with_tile_policy(int64_t n, bool wide, Fn&& fn) {
   if (n <= 8 * kPerLane) return fn(TilePolicy<8, kChunks, V, kRowBlock>{}), true;
   if (n <= 16 * kPerLane) return fn(TilePolicy<16, kChunks, V, kRowBlock>{}), true;
   if (n <= 32 * kPerLane) return fn(TilePolicy<32, kChunks, V, kRowBlock>{}), true;
-  // 16-bit rows of 513..768 (768: BERT-base's hidden size) in three 16-byte chunks a lane: with
-  // four, the last chunk of every lane lies past the row's end and is worked for nothing.
-  if constexpr (sizeof(S) == 2 && V == 8)
-    if (n <= 768) return fn(TilePolicy<32, 3, V, kRowBlock>{}), true;
+  // Rows of 513..768 (768: BERT-base's hidden size) at 24 elements a lane (16-bit rows of
+  // 16-byte vectors: three chunks): at 32, the last quarter of every lane's slots lies past the
+  // row's end and is worked for nothing. This was 16-bit rows of 16-byte vectors only; H200 A/B
+  // for the other types (2026-11-30 00:48Z, kf-bench, same call, two passes within 0.5), % of
+  // copy, rows of 520 / 700 / 766 / 768: f32 softmax 72.8 / 82.7 / 82.0 / 87.5 -> 76.4 / 85.3 /
+  // 86.6 / 89.9, layer norm 70.5 / 79.5 / 59.4 / 84.3 -> 74.4 / 82.7 / 60.2 / 87.2, RMS norm
+  // 80.1 / 86.4 / 66.3 / 90.4 -> 81.2 / 87.4 / 67.8 / 91.6; 16-bit rows of 8- and 4-byte vectors
+  // (700, 766), bf16 / f16: softmax 78.8 / 81.3 -> 87.1 / 87.4 and 76.7 / 82.4 -> 87.2 / 85.2,
+  // layer norm 59.7 / 67.0 -> 72.4 / 79.2 and 52.4 / 59.6 -> 64.8 / 73.3, RMS norm 79.2 / 81.0
+  // -> 82.4 / 83.0 and 71.5 / 78.5 -> 81.0 / 82.0; rows of 1024 and 1100 within 0.4.
+  if constexpr (sizeof(math::compute_t<S>) == 4 && 24 % V == 0)
+    if (n <= 768) return fn(TilePolicy<32, 24 / V, V, kRowBlock>{}), true;
   if (n <= 1024) return fn(TilePolicy<32, 2 * kChunks, V, kRowBlock>{}), true;
-  if constexpr (sizeof(math::compute_t<S>) == 4)
+  // Rows just past a power of two: the blocks of 128, 256 (and the wide 128) threads below take
+  // rows of up to 2048 and 4096, so a row of 1100 or 2100 left about half of their slots past
+  // its end, each loaded as -inf (or 0) and worked. Blocks of 96 threads (rows of 1025..1536)
+  // and 192 (2049..3072; 16-bit rows in the wide form: 96 threads at 32 elements) hold three
+  // quarters as much. H200 A/B (2026-11-30 00:41Z, kf-bench, 879bf59's library against this one,
+  // same call, two passes within 0.5), % of copy, rows of 1100 / 1300 / 1536 / 2100 / 2600 /
+  // 3072: f32 softmax 80.2 / 86.2 / 92.0 / 71.8 / 80.0 / 87.8 -> 89.0 / 93.4 / 95.1 / 83.2 /
+  // 90.4 / 94.3, layer norm 61.9 / 69.9 / 78.8 / 63.6 / 73.7 / 82.9 -> 77.7 / 83.6 / 90.5 / 69.3
+  // / 79.0 / 86.9, RMS norm 74.4 / 81.7 / 88.4 / 76.1 / 83.9 / 90.5 -> 86.8 / 89.1 / 93.7 / 80.2
+  // / 85.8 / 91.6; bf16 softmax 52.9 / 61.4 / 74.2 / 59.4 / 73.9 / 82.1 -> 66.5 / 77.6 / 89.4 /
+  // 72.9 / 83.8 / 89.2, layer norm 45.2 / 53.1 / 65.8 / 46.1 / 64.8 / 75.1 -> 56.9 / 66.3 / 84.8
+  // / 55.2 / 77.5 / 86.6, RMS norm 56.1 / 64.5 / 82.2 / 60.4 / 77.1 / 84.8 -> 74.7 / 80.4 / 90.9
+  // / 73.3 / 85.0 / 90.5; rows of 700, 2048 and 4096 (other policies) within 0.6. The scalar
+  // f32 norm with a residual spills 4 bytes at 96 and 192 threads (ptxas, sm_90), not at 128.
+  if constexpr (sizeof(math::compute_t<S>) == 4) {
+    if (n <= 96 * 16) return fn(TilePolicy<96, 16 / V, V, 96>{}), true;
     if (n <= 128 * 16) return fn(TilePolicy<128, 16 / V, V, 128>{}), true;
+  }
   if (n <= 256 * 8) return fn(TilePolicy<256, (8 + V - 1) / V, V, 256>{}), true;
-  if constexpr (sizeof(S) == 2 && V > 1)
+  if constexpr (sizeof(S) == 2 && V > 1) {
+    if (n <= 96 * 32 && wide) return fn(TilePolicy<96, 32 / V, V, 96>{}), true;
     if (n <= 128 * 32 && wide) return fn(TilePolicy<128, 32 / V, V, 128>{}), true;
+  }
+  if constexpr (sizeof(math::compute_t<S>) == 4)
+    if (n <= 192 * 16) return fn(TilePolicy<192, 16 / V, V, 192>{}), true;
   if (n <= 256 * 16) return fn(TilePolicy<256, 16 / V, V, 256>{}), true;
   // 16-bit rows of 4097..6144 of 16-byte vectors where the caller allows the wide forms: a block
   // of 256 at 24 elements a thread, where the 512-thread policy below leaves a quarter or more of
