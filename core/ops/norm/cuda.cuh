@@ -70,6 +70,26 @@ __device__ __forceinline__ math::compute_t<S> combine(const Plan& p, S x, S r) {
   return Traits::to_compute(Traits::from_compute(Traits::to_compute(x) + Traits::to_compute(r)));
 }
 
+// The streaming kernels' row statistics from each thread's shifted sums (shift: the layer norm's,
+// 0 for the RMS norm): the block's sums, then the center (layer norm; 0 otherwise) and 1 / the
+// deviation, which thread 0 saves where the plan asks for them. Ends with a barrier.
+template <class T>
+__device__ __forceinline__ math::stats::LayerNormStats<T> row_statistics(const Plan& p, int64_t row,
+                                                                         T shift, T sum_d, T sum_d2,
+                                                                         T* scratch) {
+  const rows::Walk& w = p.walk;
+  const T n = static_cast<T>(w.row_length), eps = static_cast<T>(p.eps);
+  sum_d = rows::block_sum(sum_d, scratch);
+  sum_d2 = rows::block_sum(sum_d2, scratch);
+  if (p.kind != Kind::layer) return {T(0), math::stats::rms_rstd<T>(sum_d2, n, eps)};
+  const auto s = math::stats::layer_norm_stats<T>(sum_d, sum_d2, n, eps);
+  if (threadIdx.x == 0 && p.mean.data)
+    static_cast<T*>(p.mean.data)[rows::row_offset(w, p.mean, row)] = shift + s.center;
+  if (threadIdx.x == 0 && p.rstd.data)
+    static_cast<T*>(p.rstd.data)[rows::row_offset(w, p.rstd, row)] = s.rstd;
+  return s;
+}
+
 // The streaming kernel: a block per row, over global memory, reading x (and the residual) twice.
 // Each thread loads Policy::unroll columns of the row before it works on any of them, every load
 // unconditional (a column past the row's end loads the thread's first column of the step
@@ -88,7 +108,6 @@ __global__ void __launch_bounds__(Policy::threads, 4)
   __shared__ T scratch[32];
   const rows::Walk& w = p.walk;
   const int64_t n = w.row_length;
-  const T eps = static_cast<T>(p.eps);
   for (int64_t row = blockIdx.x; row < w.rows; row += gridDim.x) {
     const int64_t xb = rows::row_offset(w, p.x, row);
     const int64_t rb = p.residual.data ? rows::row_offset(w, p.residual, row) : 0;
@@ -128,20 +147,8 @@ __global__ void __launch_bounds__(Policy::threads, 4)
         sum_d2 += d * d;
       }
     }
-    sum_d = rows::block_sum(sum_d, scratch);
-    sum_d2 = rows::block_sum(sum_d2, scratch);
-    T center = 0, rstd;
-    if (p.kind == Kind::layer) {
-      const auto s = math::stats::layer_norm_stats<T>(sum_d, sum_d2, static_cast<T>(n), eps);
-      center = s.center;
-      rstd = s.rstd;
-      if (threadIdx.x == 0 && p.mean.data)
-        static_cast<T*>(p.mean.data)[rows::row_offset(w, p.mean, row)] = shift + center;
-      if (threadIdx.x == 0 && p.rstd.data)
-        static_cast<T*>(p.rstd.data)[rows::row_offset(w, p.rstd, row)] = rstd;
-    } else {
-      rstd = math::stats::rms_rstd<T>(sum_d2, static_cast<T>(n), eps);
-    }
+    const auto stats = row_statistics(p, row, shift, sum_d, sum_d2, scratch);
+    const T center = stats.center, rstd = stats.rstd;
     const int64_t ob = rows::row_offset(w, p.out, row);
     for (int64_t c0 = threadIdx.x; c0 < n; c0 += kStep) {
       S hs[U], rs[U] = {}, ws[U] = {}, bs[U] = {};
@@ -207,7 +214,6 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks)
   __shared__ T scratch[32];
   const rows::Walk& w = p.walk;
   const int64_t n = w.row_length;
-  const T eps = static_cast<T>(p.eps);
   const S* weight = static_cast<const S*>(p.weight.data);
   const S* bias = static_cast<const S*>(p.bias.data);
   for (int64_t row = blockIdx.x; row < w.rows; row += gridDim.x) {
@@ -277,20 +283,8 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks)
         if (h_out) reinterpret_cast<Pack*>(h_out + head)[k] = hp;
       }
     }
-    sum_d = rows::block_sum(sum_d, scratch);
-    sum_d2 = rows::block_sum(sum_d2, scratch);
-    T center = 0, rstd;
-    if (p.kind == Kind::layer) {
-      const auto s = math::stats::layer_norm_stats<T>(sum_d, sum_d2, static_cast<T>(n), eps);
-      center = s.center;
-      rstd = s.rstd;
-      if (threadIdx.x == 0 && p.mean.data)
-        static_cast<T*>(p.mean.data)[rows::row_offset(w, p.mean, row)] = shift + center;
-      if (threadIdx.x == 0 && p.rstd.data)
-        static_cast<T*>(p.rstd.data)[rows::row_offset(w, p.rstd, row)] = rstd;
-    } else {
-      rstd = math::stats::rms_rstd<T>(sum_d2, static_cast<T>(n), eps);
-    }
+    const auto stats = row_statistics(p, row, shift, sum_d, sum_d2, scratch);
+    const T center = stats.center, rstd = stats.rstd;
     // The output of column c from h (and the weight's and the bias's elements there).
     auto output = [&](T h, S wv, S bv) {
       T y = (h - shift - center) * rstd;
