@@ -4,7 +4,7 @@
 # Builds for sm_90 (Release, Ninja) in build/gpu; runs kf-bench --suite all alone on the GPU;
 # then the whole CTest suite with the CUDA tests live while compute-sanitizer runs beside it
 # (memcheck over every CUDA test binary and kf-bench --quick, racecheck over the op tests;
-# SAN_JOBS runs at once, default 8). The benchmark comes first so that a run cut off by a time
+# SAN_JOBS runs at once, default 10). The benchmark comes first so that a run cut off by a time
 # limit still has its numbers. Logs go to $OUT (default build/gpu/out):
 #   gpu.txt  build.log  bench.log  bench.json  ctest.log  sanitizer.log  summary.txt
 #   (and ctest_verbose.log, the tests' own output, when a test failed)
@@ -71,7 +71,7 @@ fi
 # runs: neither is timed. Each run's output and exit status land in $SAN_DIR, named by its
 # position in the list; the step's lines are printed once ctest is done.
 SANITIZER=$(command -v compute-sanitizer || true)
-SAN_JOBS=${SAN_JOBS:-8}
+SAN_JOBS=${SAN_JOBS:-10}
 SAN_DIR=$BUILD/sanitizer
 : >"$OUT/sanitizer.log"
 san_runs=()
@@ -81,10 +81,10 @@ if [[ -n $SANITIZER ]] && ((build_rc == 0)); then
   mapfile -t cuda_tests < <(find "$BUILD/tests" -type f -perm -u+x -name '*_cuda' | sort)
   # One entry per run: SHARDS TOOL BINARY [ARGS...] (SHARDS > 1: a GoogleTest shard, see below).
   # racecheck (shared-memory hazards) covers the op tests; its slowest binaries, the row kernels'
-  # tests, run in six shards each and go first.
+  # tests, run in eight shards each and go first.
   for bin in "${cuda_tests[@]}"; do
     if [[ $bin == */ops/norm_* || $bin == */ops/softmax_* ]]; then
-      for shard in 0 1 2 3 4 5; do san_runs+=("$shard/6 racecheck $bin"); done
+      for shard in 0 1 2 3 4 5 6 7; do san_runs+=("$shard/8 racecheck $bin"); done
     fi
   done
   for bin in "${cuda_tests[@]}"; do
