@@ -32,6 +32,7 @@
 #include "core/math/numeric.hpp"
 #include "core/math/row_stats.hpp"
 #include "core/ops/async_copy.cuh"
+#include "core/ops/norm/cuda_storage.hpp"
 #include "core/ops/norm/norm.hpp"
 #include "core/ops/rows/dispatch.cuh"
 #include "core/ops/rows/reduce.cuh"
@@ -1237,7 +1238,8 @@ void launch(const Plan& p, int32_t device, cudaStream_t stream) {
   for (const rows::Operand* o : {&p.residual, &p.out, &p.residual_out})
     in_phase = in_phase && rows::rows_in_phase(p.walk, p.x, *o, sizeof(S));
   rows::launch_in_order(p, bytes == 16, device, stream, &launch_staged<S>,
-                        rows::cached_launcher<S, Cached<S>, Plan>(bytes),
+                        rows::cached_launcher<S, Cached<S>, Plan>(
+                            bytes, [](auto s, int b) { return narrow_cached_launcher(s, b); }),
                         !p.dense   ? &streaming_kernel<StreamPolicy<S, false>, S, false>
                         : in_phase ? &streaming_vector_kernel<StreamVectorPolicy<S>, S>
                                    : &streaming_kernel<StreamPolicy<S, true>, S, true>,

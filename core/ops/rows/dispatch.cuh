@@ -38,17 +38,31 @@ void launch_in_order(const Plan& p, bool vectors16, int32_t device, cudaStream_t
 }
 
 // A family's register-cached launcher for rows of storage S loaded `bytes` at a time
-// (row_vector_bytes in tile.cuh): 16-byte vectors; for 16-bit storage also 8- and 4-byte ones
-// where 16-byte ones do not fit; else one element a load. Cached::template launch<V> is the
-// family's launcher for V elements a load.
+// (row_vector_bytes in tile.cuh) narrower than 16-byte vectors: for 16-bit storage 8- and
+// 4-byte vectors where they fit, else one element a load. Cached::template launch<V> is the
+// family's launcher for V elements a load. The families build these for 16-bit storage in
+// translation units of their own (cuda_f16_narrow.cu, cuda_bf16_narrow.cu), apart from the
+// 16-byte form: each width instantiates every policy of every form.
 template <class S, class Cached, class Plan>
-RowLauncher<Plan> cached_launcher(int bytes) {
-  if (bytes == 16) return &Cached::template launch<16 / sizeof(S)>;
+RowLauncher<Plan> narrow_cached_launcher(int bytes) {
   if constexpr (sizeof(S) == 2) {
     if (bytes == 8) return &Cached::template launch<4>;
     if (bytes == 4) return &Cached::template launch<2>;
   }
   return &Cached::template launch<1>;
+}
+
+// The same for any width: 16-byte vectors, else narrow_cached_launcher's. For 16-bit storage the
+// narrow ones come from narrow(S{}, bytes), the family's entry into the unit that builds them.
+template <class S, class Cached, class Plan, class Narrow>
+RowLauncher<Plan> cached_launcher(int bytes, Narrow narrow) {
+  if constexpr (sizeof(S) == 2) {
+    if (bytes != 16) return narrow(S{}, bytes);
+    return &Cached::template launch<16 / sizeof(S)>;
+  } else {
+    if (bytes == 16) return &Cached::template launch<16 / sizeof(S)>;
+    return narrow_cached_launcher<S, Cached, Plan>(bytes);
+  }
 }
 
 // Calls fn(S{}) with the storage type S of a float dtype (f16, bf16, f64; f32 otherwise).

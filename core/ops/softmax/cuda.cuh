@@ -35,6 +35,7 @@
 #include "core/ops/rows/reduce.cuh"
 #include "core/ops/rows/staged.cuh"
 #include "core/ops/rows/tile.cuh"
+#include "core/ops/softmax/cuda_storage.hpp"
 #include "core/ops/softmax/softmax.hpp"
 #include "core/runtime/cuda/grid_dependency.cuh"
 #include "core/runtime/error.hpp"
@@ -870,7 +871,8 @@ void launch(const Plan& p, int32_t device, cudaStream_t stream) {
   // streaming kernel's unrolled loads).
   const bool vector_form = !p.mask.data && rows::rows_in_phase(p.walk, p.x, p.out, sizeof(S));
   rows::launch_in_order(p, bytes == 16, device, stream, &launch_staged<S>,
-                        rows::cached_launcher<S, Cached<S>, Plan>(bytes),
+                        rows::cached_launcher<S, Cached<S>, Plan>(
+                            bytes, [](auto s, int b) { return narrow_cached_launcher(s, b); }),
                         !p.dense      ? &streaming_kernel<StreamPolicy<S, false>, S, false>
                         : vector_form ? &streaming_vector_kernel<StreamVectorPolicy<S>, S>
                                       : &streaming_kernel<StreamPolicy<S, true>, S, true>,
