@@ -19,8 +19,9 @@
 //    both passes, which keeps the in-place form safe (in the cached paths every load of a row
 //    precedes its stores, by the same thread).
 // The kernels and launches live in this header, which only the family's per-storage-type
-// translation units include (cuda_f32.cu, cuda_f16.cu, cuda_bf16.cu, cuda_f64.cu): each
-// instantiates them for one type, so the four compile in parallel; cuda.cu dispatches.
+// translation units include (cuda_f32.cu, cuda_f16.cu, cuda_bf16.cu, cuda_f64.cu, and for 16-bit
+// rows narrower than 16-byte vectors cuda_f16_narrow.cu and cuda_bf16_narrow.cu): each
+// instantiates them for one type (and width), so they compile in parallel; cuda.cu dispatches.
 #pragma once
 
 #include <cuda_runtime.h>
