@@ -1238,13 +1238,13 @@ void launch(const Plan& p, int32_t device, cudaStream_t stream) {
   bool in_phase = true;
   for (const rows::Operand* o : {&p.residual, &p.out, &p.residual_out})
     in_phase = in_phase && rows::rows_in_phase(p.walk, p.x, *o, sizeof(S));
-  rows::launch_in_order(p, bytes == 16, device, stream, &launch_staged<S>,
-                        rows::cached_launcher<S, Cached<S>, Plan>(
-                            bytes, [](auto s, int b) { return narrow_cached_launcher(s, b); }),
-                        !p.dense   ? &streaming_kernel<StreamPolicy<S, false>, S, false>
-                        : in_phase ? &streaming_vector_kernel<StreamVectorPolicy<S>, S>
-                                   : &streaming_kernel<StreamPolicy<S, true>, S, true>,
-                        StreamPolicy<S, false>::threads, "norm kernel launch");
+  rows::launch_in_order<S, Cached<S>>(
+      p, bytes, in_phase, device, stream, &launch_staged<S>,
+      [](auto s, int b) { return narrow_cached_launcher(s, b); },
+      {&streaming_kernel<StreamPolicy<S, false>, S, false>,
+       &streaming_vector_kernel<StreamVectorPolicy<S>, S>,
+       &streaming_kernel<StreamPolicy<S, true>, S, true>, StreamPolicy<S, false>::threads},
+      "norm kernel launch");
 }
 
 }  // namespace

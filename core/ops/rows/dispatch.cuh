@@ -16,27 +16,6 @@ namespace kf::rows {
 template <class Plan>
 using RowLauncher = bool (*)(const Plan&, int32_t device, cudaStream_t);
 
-// Launches a family's kernel for p's rows, in its order of preference: the staged kernel (dense
-// rows of 16-byte vectors: `vectors16`), else the register-cached kernel `cached` (dense rows; the
-// family picks its load width, row_vector_bytes in tile.cuh), else the streaming kernel, which
-// takes any rows (a block per row, up to about a million blocks). A failed launch throws
-// KF_ERROR_CUDA from its launcher, which names what it launched (`what` for the streaming
-// kernel). Every kernel is a dependent launch (launch_dependent): each begins with
-// cuda::wait_prior_grid().
-template <class Plan>
-void launch_in_order(const Plan& p, bool vectors16, int32_t device, cudaStream_t stream,
-                     RowLauncher<Plan> staged, RowLauncher<Plan> cached, void (*streaming)(Plan),
-                     int streaming_threads, const char* what) {
-  bool done = false;
-  if (p.dense && vectors16) done = staged(p, device, stream);
-  if (p.dense && !done) done = cached(p, device, stream);
-  if (!done) {
-    const int64_t grid = p.walk.rows < 65535 * 16 ? p.walk.rows : 65535 * 16;
-    cuda::launch_dependent(streaming, device, static_cast<unsigned>(grid), streaming_threads,
-                           stream, what, p);
-  }
-}
-
 // A family's register-cached launcher for rows of storage S loaded `bytes` at a time
 // (row_vector_bytes in tile.cuh) narrower than 16-byte vectors: for 16-bit storage 8- and
 // 4-byte vectors where they fit, else one element a load. Cached::template launch<V> is the
@@ -62,6 +41,39 @@ RowLauncher<Plan> cached_launcher(int bytes, Narrow narrow) {
   } else {
     if (bytes == 16) return &Cached::template launch<16 / sizeof(S)>;
     return narrow_cached_launcher<S, Cached, Plan>(bytes);
+  }
+}
+
+// The streaming kernels a family gives launch_in_order, one for each kind of rows, and their
+// block size.
+template <class Plan>
+struct StreamingKernels {
+  void (*strided)(Plan);  // rows that are not dense (Plan::dense)
+  void (*vectors)(Plan);  // dense rows whose row operands start in x's phase, row by row
+  void (*dense)(Plan);    // the other dense rows
+  int threads;
+};
+
+// Launches a family's kernel for p's rows, in its order of preference: the staged kernel (dense
+// rows of 16-byte vectors, `bytes` == 16: row_vector_bytes in tile.cuh), else the register-cached
+// kernel at `bytes` a load (cached_launcher, with the family's Cached and narrow entry), else a
+// streaming kernel, which takes any rows (a block per row, up to about a million blocks): its
+// vector form where `in_phase`. A failed launch throws KF_ERROR_CUDA from its launcher, which
+// names what it launched (`what` for the streaming kernels). Every kernel is a dependent launch
+// (launch_dependent): each begins with cuda::wait_prior_grid().
+template <class S, class Cached, class Plan, class Narrow>
+void launch_in_order(const Plan& p, int bytes, bool in_phase, int32_t device, cudaStream_t stream,
+                     RowLauncher<Plan> staged, Narrow narrow,
+                     const StreamingKernels<Plan>& streaming, const char* what) {
+  bool done = false;
+  if (p.dense && bytes == 16) done = staged(p, device, stream);
+  if (p.dense && !done) done = cached_launcher<S, Cached, Plan>(bytes, narrow)(p, device, stream);
+  if (!done) {
+    const int64_t grid = p.walk.rows < 65535 * 16 ? p.walk.rows : 65535 * 16;
+    cuda::launch_dependent(!p.dense   ? streaming.strided
+                           : in_phase ? streaming.vectors
+                                      : streaming.dense,
+                           device, static_cast<unsigned>(grid), streaming.threads, stream, what, p);
   }
 }
 

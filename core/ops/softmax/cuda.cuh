@@ -871,13 +871,13 @@ void launch(const Plan& p, int32_t device, cudaStream_t stream) {
   // row (rows whose phases differ would take it one element a load, slower than the dense
   // streaming kernel's unrolled loads).
   const bool vector_form = !p.mask.data && rows::rows_in_phase(p.walk, p.x, p.out, sizeof(S));
-  rows::launch_in_order(p, bytes == 16, device, stream, &launch_staged<S>,
-                        rows::cached_launcher<S, Cached<S>, Plan>(
-                            bytes, [](auto s, int b) { return narrow_cached_launcher(s, b); }),
-                        !p.dense      ? &streaming_kernel<StreamPolicy<S, false>, S, false>
-                        : vector_form ? &streaming_vector_kernel<StreamVectorPolicy<S>, S>
-                                      : &streaming_kernel<StreamPolicy<S, true>, S, true>,
-                        StreamPolicy<S, false>::threads, "softmax kernel launch");
+  rows::launch_in_order<S, Cached<S>>(
+      p, bytes, vector_form, device, stream, &launch_staged<S>,
+      [](auto s, int b) { return narrow_cached_launcher(s, b); },
+      {&streaming_kernel<StreamPolicy<S, false>, S, false>,
+       &streaming_vector_kernel<StreamVectorPolicy<S>, S>,
+       &streaming_kernel<StreamPolicy<S, true>, S, true>, StreamPolicy<S, false>::threads},
+      "softmax kernel launch");
 }
 
 }  // namespace
