@@ -402,14 +402,14 @@ TEST_P(NormTest, InPlace) {
 // Row lengths on both sides of the CUDA backend's regime boundaries: staged rows (lanes per row
 // up to 6 KiB, a block per row up to 64 KiB, a cluster of 2..16 blocks per row beyond, with and
 // without a residual), the register-cached paths for lengths that do not fill 16-byte vectors
-// (warp per row up to 1024, block per row up to 16K, 8K for f64; blocks of 96, 128, 192, 256 or
-// 512 threads, each boundary on both sides), streaming beyond; vector widths
-// (16 bytes = 2..8 elements) and many rows per launch.
+// (warp per row up to 1024, block per row up to 16K, 8K for f64; blocks of 96, 128, 160, 192, 256
+// or 512 threads, each boundary on both sides), streaming beyond; vector widths (16 bytes = 2..8
+// elements) and many rows per launch.
 TEST_P(NormTest, RegimeBoundaries) {
   uint64_t salt = 900;
-  for (int64_t length :
-       {2,    8,    31,   32,   33,   64,    1023,  1024,  1025,  1536,  1537,  1544,  2048,
-        2049, 3072, 3073, 8192, 8193, 16383, 16384, 16385, 16388, 32768, 32776, 65544, 262144}) {
+  for (int64_t length : {2,    8,     31,    32,    33,    64,    1023,  1024,  1025,  1536,
+                         1537, 1544,  2048,  2049,  2100,  2560,  2561,  3072,  3073,  8192,
+                         8193, 16383, 16384, 16385, 16388, 32768, 32776, 65544, 262144}) {
     check_layer_norm(3, length, length % 2 == 0, KF_ACTIVATION_NONE, salt += 3);
     check_rms_norm(3, length, true, length % 3 != 0, KF_ACTIVATION_NONE, salt += 3);
   }

@@ -311,10 +311,10 @@ TEST_P(SoftmaxTest, LeadingDimsThatDoNotMerge) {
 // and without masks and the causal rule, plus rows whose starts are not 16-byte aligned.
 TEST_P(SoftmaxTest, RegimeBoundaries) {
   uint64_t salt = 900;
-  for (int64_t length :
-       {2,     8,     31,    32,    33,    64,    520,   766,   768,   776,   1023,  1024, 1025,
-        1536,  1537,  1544,  2048,  2049,  2100,  3072,  3073,  6144,  6152,  8192,  8193, 10240,
-        10248, 12288, 12296, 16383, 16384, 16385, 16388, 32768, 32776, 65544, 262144}) {
+  for (int64_t length : {2,     8,     31,    32,    33,    64,    520,   766,   768,   776,
+                         1023,  1024,  1025,  1536,  1537,  1544,  2048,  2049,  2100,  2560,
+                         2561,  3072,  3073,  6144,  6152,  8192,  8193,  10240, 10248, 12288,
+                         12296, 16383, 16384, 16385, 16388, 32768, 32776, 65544, 262144}) {
     check({3, length}, {}, false, 1.0, false, salt += 2);
     check({2, 3, length}, {3, length}, true, 0.5, true, salt += 2, true);
   }

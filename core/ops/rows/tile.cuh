@@ -98,14 +98,19 @@ constexpr size_t tile_shared_bytes() {
 // and 90-114 for 16 (two): an H200 run (2026-11-26, kf-bench) measured softmax f32 rows of 1024
 // at 71 % of copy with one resident block against 93 % with two, and the norms' 64-element
 // rows 8-10 points faster at three blocks than at two.
-// Smaller blocks (96, 128 or 192 threads) get as many more as keep the same registers a thread.
+// Smaller blocks (96, 128, 160 or 192 threads) get as many as fit in an SM's 64K registers at the
+// registers a thread of the 256-thread blocks gets (allocated in eights: 80 at three blocks, 128
+// at two). The same threads an SM as the 256-thread blocks for 96, 128 and 192; for 160, five
+// blocks at 80 registers, where 768 / 160 threads would round down to four.
 template <class P, class S>
 constexpr int tile_min_blocks() {
   if (P::threads > 256) return 1;
   const int per_256 = tile_prefetches<P, S>()                             ? 2
                       : sizeof(math::compute_t<S>) == 4 && P::items <= 16 ? 3
                                                                           : 2;
-  return per_256 * 256 / P::threads;
+  constexpr int kRegisters = 64 * 1024;
+  const int per_thread = kRegisters / (per_256 * 256) / 8 * 8;
+  return kRegisters / (P::threads * per_thread);
 }
 
 // Resident blocks an SM of the second build that the norms' and the softmax's common forms keep
@@ -616,8 +621,18 @@ bool with_tile_policy(int64_t n, bool wide, Fn&& fn) {
     if (n <= 96 * 32 && wide) return fn(TilePolicy<96, 32 / V, V, 96>{}), true;
     if (n <= 128 * 32 && wide) return fn(TilePolicy<128, 32 / V, V, 128>{}), true;
   }
-  if constexpr (sizeof(math::compute_t<S>) == 4)
+  // Rows of 2049..2560 (but 16-bit rows in the wide form above): 160 threads, whose 2560 slots
+  // a row of 2100 fills to 82 % where 192 threads' 3072 fill 68 %. H200 A/B (2026-11-30 03:13Z,
+  // kf-bench, 1caceac's library against this one, same call, two passes within 0.4), f32, % of
+  // copy, rows of 2049 / 2100 / 2560: softmax 70.7 / 83.5 / 90.8 -> 79.4 / 90.3 / 94.7, layer
+  // norm 60.7 / 69.6 / 79.0 -> 68.1 / 81.4 / 89.3, RMS norm 69.0 / 80.3 / 86.0 -> 77.0 / 87.9 /
+  // 93.3; rows of 3072 (192 threads either way) within 0.5. The scalar f32 masked softmax
+  // spills 16 bytes at 160 threads (ptxas, sm_90), the scalar f32 norm with a residual 4 bytes,
+  // as at 96 and 192.
+  if constexpr (sizeof(math::compute_t<S>) == 4) {
+    if (n <= 160 * 16) return fn(TilePolicy<160, 16 / V, V, 160>{}), true;
     if (n <= 192 * 16) return fn(TilePolicy<192, 16 / V, V, 192>{}), true;
+  }
   if (n <= 256 * 16) return fn(TilePolicy<256, 16 / V, V, 256>{}), true;
   // 16-bit rows of 4097..6144 of 16-byte vectors where the caller allows the wide forms: a block
   // of 256 at 24 elements a thread, where the 512-thread policy below leaves a quarter or more of
