@@ -1177,7 +1177,9 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
       return true;
     }
   }
-  return rows::with_tile_policy<S, V>(p.walk.row_length, wide_form, [&](auto policy) {
+  // bf16 rows of 2049..2560 of 16-byte vectors keep the 32-element form (with_tile_policy).
+  const bool fill_2560 = !(std::is_same_v<S, math::bfloat16_t> && V == 8);
+  return rows::with_tile_policy<S, V>(p.walk.row_length, wide_form, fill_2560, [&](auto policy) {
     using P = decltype(policy);
     if (p.residual.data) {
       if constexpr (residual_takes_three_blocks<P, S>()) {

@@ -575,7 +575,7 @@ void launch_common_tile_kernel(const Plan& p, int64_t rows, int32_t device, cuda
 constexpr int64_t kMaxTileRow = 512 * 32;
 
 template <class S, int V, class Fn>
-bool with_tile_policy(int64_t n, bool wide, Fn&& fn) {
+bool with_tile_policy(int64_t n, bool wide, bool fill_2560, Fn&& fn) {
   constexpr int kRowBlock = 256;   // block size of the lanes-per-row regime
   constexpr int kChunks = 16 / V;  // 16 elements per thread
   constexpr int kPerLane = 16;
@@ -618,6 +618,19 @@ bool with_tile_policy(int64_t n, bool wide, Fn&& fn) {
   }
   if (n <= 256 * 8) return fn(TilePolicy<256, (8 + V - 1) / V, V, 256>{}), true;
   if constexpr (sizeof(S) == 2 && V > 1) {
+    // 16-bit rows of 2049..2560 in the wide form where the caller allows it (`fill_2560`): 160
+    // threads at 16 elements, whose 2560 slots a row of 2100 fills to 82 %, rather than 96 at 32
+    // (3072 slots, 68 %). H200 A/B (2026-11-30 04:14Z, kf-bench, 11dcd54's library against the
+    // one with it for every wide-form row, same call, two passes within 0.3), % of copy, rows of
+    // 2100 / 2304 / 2560: softmax f16 77.4 / 81.3 / 85.2 -> 80.6 / 86.1 / 90.1, bf16 72.6 / 80.4
+    // / 84.5 -> 76.9 / 84.1 / 89.3; layer norm f16 61.4 / 76.5 / 81.9 -> 65.9 / 77.4 / 83.9,
+    // bf16 55.3 / 70.7 / 77.3 -> 64.6 / 54.9 / 59.0; RMS norm f16 77.0 / 84.9 / 87.1 -> 83.9 /
+    // 87.0 / 89.5, bf16 73.2 / 83.0 / 85.9 -> 75.9 / 80.3 / 83.6; rows of 3072 within 0.4. The
+    // bf16 norms' rows of 16-byte vectors (2304, 2560) lost, the layer norm's 16 points (its
+    // 32-element form widens the affine in word pairs, LayerAffinePairs in norm/cuda.cuh), so
+    // the norms pass fill_2560 = false for them; rows of 2100 are 8-byte vectors. Rows of 4-byte
+    // vectors (length 2 mod 4) were not measured and take it too.
+    if (n <= 160 * 16 && wide && fill_2560) return fn(TilePolicy<160, 16 / V, V, 160>{}), true;
     if (n <= 96 * 32 && wide) return fn(TilePolicy<96, 32 / V, V, 96>{}), true;
     if (n <= 128 * 32 && wide) return fn(TilePolicy<128, 32 / V, V, 128>{}), true;
   }

@@ -835,7 +835,8 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
       return true;
     }
   }
-  return rows::with_tile_policy<S, V>(p.walk.row_length, p.mask.data == nullptr, [&](auto policy) {
+  const bool wide = p.mask.data == nullptr;
+  return rows::with_tile_policy<S, V>(p.walk.row_length, wide, wide, [&](auto policy) {
     using P = decltype(policy);
     if (p.mask.data) {
       rows::launch_tile_kernel<P, S, cached_kernel<P, S, true>>(p, p.walk.rows, device, stream,
