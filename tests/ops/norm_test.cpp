@@ -550,6 +550,14 @@ TEST_P(NormTest, BlockRowsOverManySteps) {
     check_rms_norm(rows, length, false, true, KF_ACTIVATION_NONE, salt += 3);
     check_layer_norm(rows, length, true, KF_ACTIVATION_RELU, salt += 3);
   }
+  // Rows of 32 elements a thread over a block (on CUDA, 16-bit rows of 2561..4096 and
+  // 8193..16384, which hold the next row's loads while working on one), walked over more than
+  // two rows a block.
+  for (int64_t length : {int64_t{3000}, int64_t{4096}, int64_t{16384}}) {
+    const int64_t rows = !cuda ? 20 : length > 8192 ? 400 : 1500;
+    check_rms_norm(rows, length, false, true, KF_ACTIVATION_NONE, salt += 3);
+    check_layer_norm(rows, length, true, KF_ACTIVATION_RELU, salt += 3);
+  }
 }
 
 // More rows past 64 KiB than a GPU holds clusters at once (on CUDA, several waves of clusters),
