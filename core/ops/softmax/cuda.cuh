@@ -408,7 +408,16 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
   // branches cost more than they save, with 32 elements a thread, a few lanes a row, or 16-bit
   // rows (f32 rows of 1024 93.7 -> 65.8, of 16384 72.9 -> 52.2, f16 rows of 4096 86.6 -> 79.7;
   // causal 16-bit rows +1 .. +2); scalar rows (unaligned, a branch per element) were not timed.
-  constexpr bool kChunked = sizeof(S) == 4 && P::vec > 1 && P::group > 32 && P::items <= 16;
+  // bf16 rows with a mask take it too, keeping their prefetch of the next row (kPrefetch; the
+  // form had fetched each row in place). H200 A/B (2026-11-30 05:08Z, kf-bench `--suite ops
+  // --filter softmax`, 05faef6's library against one with the form for 16-bit masked rows, same
+  // call, two passes), causal [16, 2048, 2048] with a [2048, 2048] mask, % of copy: bf16 73.2 /
+  // 73.6 -> 78.5 / 78.8, f16 79.3 / 79.4 -> 79.4 / 79.8 (f16 keeps the element-wise form). The
+  // same form without the prefetch had lost (02:48Z: f16 79.1 -> 67.5, bf16 73.2 -> 67.3).
+  // Masked bf16 rows without the causal rule (every chunk fetched) take it unmeasured.
+  constexpr bool kChunked =
+      (sizeof(S) == 4 || (std::is_same_v<S, math::bfloat16_t> && kMask && kPrefetch)) &&
+      P::vec > 1 && P::group > 32 && P::items <= 16;
   for (int64_t first = first_row; first < w.rows;
        first += walk_step, query = next_query(query), cursor = advanced(cursor)) {
     const int64_t row = first + slot;
@@ -421,7 +430,12 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
     const auto live = [&](int k) { return !kChunked || rows::tile_col<P>(lane, k) < count; };
     T v[P::items];
     if constexpr (kChunked) {
-      fetch(first, query, cursor, raw);
+      // kPrefetch: this row's loads were issued a row ago; the next row's go now.
+      std::conditional_t<kPrefetch, Raw, char> next;
+      if constexpr (kPrefetch)
+        fetch(first + walk_step, next_query(query), advanced(cursor), next);
+      else
+        fetch(first, query, cursor, raw);
 #pragma unroll
       for (int k = 0; k < P::chunks; ++k) {
         if (!live(k)) continue;
@@ -443,6 +457,7 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
           }
         }
       }
+      if constexpr (kPrefetch) raw = next;
       if (!kMask && scale != T(1)) {
 #pragma unroll
         for (int k = 0; k < P::chunks; ++k)
