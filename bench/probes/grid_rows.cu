@@ -15,8 +15,9 @@
 // output compared with a float64 host reference (NaN-poisoned first), timed with CUDA events
 // against a 256 MiB cudaMemcpyAsync in the same process. Switches: kSync = false skips the
 // wait for the other blocks' partials (wrong results: a timing control only); kEarly fetches
-// the partials one iteration ahead. Measured on the H200: docs/performance.md, "Session of
-// 05:45Z (2026-11-30)".
+// the partials one iteration ahead; kRoll stages the next row into the slot the output pass is
+// leaving; kAhead combines a row's partials an iteration before its output. Measured on the
+// H200: docs/performance.md, "Session of 05:45Z (2026-11-30)".
 // Usage: kf-probe-grid-rows
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -120,7 +121,7 @@ __device__ __forceinline__ float tag_val(unsigned long long w) {
 // K: 16-byte vectors a thread a row; P: rows staged ahead; L: rows of lag before the output.
 // Partials: W tagged 64-bit words a block a row, slot [row][word][rank].
 template <class T, int OP, int K, int P, int L, bool kSync = true, bool kEarly = false,
-          bool kRoll = false>
+          bool kRoll = false, bool kAhead = false>
 __global__ void __launch_bounds__(kThreads)
     grid_rows(const T* __restrict__ x, T* __restrict__ y, const T* __restrict__ w,
               const T* __restrict__ bias, int rows, int n, int g, int groups, float eps,
@@ -181,7 +182,11 @@ __global__ void __launch_bounds__(kThreads)
         for (int c = 0; c < W; ++c) pw[q][c] = ld_tag(pr + c * g + lane + 32 * q);
       }
   };
-  if (kEarly && L == 0 && warp == 0 && my_rows > 0) fetch(0);
+  // kAhead: the first warp combines row i + 1 - L's partials in iteration i, a row before its
+  // output, so that the output pass needs no second barrier (L >= 2)
+  static_assert(!kAhead || L >= 2, "kAhead combines partials published an iteration before");
+  constexpr int kLead = kAhead ? 1 : 0;
+  if (kEarly && L - kLead == 0 && warp == 0 && my_rows > 0) fetch(0);
   for (int i = 0; i < my_rows + L; ++i) {
     if (!kRoll) {
       if (i + P < my_rows) stage(i + P);
@@ -189,10 +194,12 @@ __global__ void __launch_bounds__(kThreads)
     }
     const int j = i - L;
     const bool out = j >= 0 && j < my_rows;
-    // warp 0 fetches row j's partials early (kEarly: at the end of the iteration before);
+    const int jc = j + kLead;  // the row whose partials the first warp combines
+    const bool comb = jc >= 0 && jc < my_rows;
+    // warp 0 fetches row jc's partials early (kEarly: at the end of the iteration before);
     // they are checked after this row's partial
-    if (!kEarly && out && warp == 0) {
-      const unsigned long long* pr = part + static_cast<int64_t>(row_of(j)) * W * g;
+    if (!kEarly && comb && warp == 0) {
+      const unsigned long long* pr = part + static_cast<int64_t>(row_of(jc)) * W * g;
 #pragma unroll
       for (int q = 0; q < kMaxQ; ++q)
         if (q < q_per_lane && lane + 32 * q < g) {
@@ -297,10 +304,10 @@ __global__ void __launch_bounds__(kThreads)
         }
       }
     }
-    if (out) {
-      const int r = row_of(j);
-      if (warp == 0) {
-        const unsigned long long* pr = part + static_cast<int64_t>(r) * W * g;
+    if (comb && warp == 0) {
+      {
+        const int j = jc;  // (shadows: the combine below writes stat[j & 1] for row jc)
+        const unsigned long long* pr = part + static_cast<int64_t>(row_of(jc)) * W * g;
         // wait for every partial of row r (tags of this launch)
 #pragma unroll
         for (int q = 0; q < kMaxQ; ++q)
@@ -375,7 +382,12 @@ __global__ void __launch_bounds__(kThreads)
           }
         }
       }
-      __syncthreads();
+    }
+    if (out) {
+      const int r = row_of(j);
+      // the statistics: combined this iteration (a barrier), or (kAhead) in the iteration before,
+      // behind this iteration's partial barrier, or a barrier of their own past the last row
+      if (!kAhead || i >= my_rows) __syncthreads();
       const float sa = static_cast<float>(stat_a[j & 1]), sb = static_cast<float>(stat_b[j & 1]);
       const float sc = OP == 2 ? stat_c[j & 1] : 0.f;
       const uint4* slot = ring + (j % D) * K * kThreads;
@@ -424,7 +436,8 @@ __global__ void __launch_bounds__(kThreads)
       if (!out && i + P < my_rows) stage(i + P);
       commit();
     }
-    if (kEarly && warp == 0 && i + 1 - L >= 0 && i + 1 - L < my_rows) fetch(i + 1 - L);
+    if (kEarly && warp == 0 && i + 1 - L + kLead >= 0 && i + 1 - L + kLead < my_rows)
+      fetch(i + 1 - L + kLead);
   }
 }
 
@@ -469,12 +482,12 @@ static const char* opname(int op) {
 
 // Runs one configuration; false when a synchronised run's output is wrong.
 template <class T, int OP, int K, int P, int L, bool kSync = true, bool kEarly = false,
-          bool kRoll = false>
+          bool kRoll = false, bool kAhead = false>
 static bool run(int bps_req, double copy_us, bool big_mean) {
   const int n = 262144;
   const int rows = (256 << 20) / (2 * n * static_cast<int>(sizeof(T)));
   const size_t count = static_cast<size_t>(rows) * n;
-  auto kern = grid_rows<T, OP, K, P, L, kSync, kEarly, kRoll>;
+  auto kern = grid_rows<T, OP, K, P, L, kSync, kEarly, kRoll, kAhead>;
   constexpr int D = kRoll ? P + L : P + L + 1;
   const size_t smem = static_cast<size_t>(D) * K * kThreads * 16;
   CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -588,6 +601,7 @@ static bool run(int bps_req, double copy_us, bool big_mean) {
   if (!kSync) printf("[no wait: timing only] ");
   if (kEarly) printf("[early poll] ");
   if (kRoll) printf("[rolling] ");
+  if (kAhead) printf("[combined ahead] ");
   printf(
       "%-10s %-4s K=%d P=%d L=%d bps=%d g=%d groups=%d grid=%d smem=%zuK: %8.2f us  %5.1f%% of "
       "copy  %s (worst %.2e, bad %d)%s\n",
@@ -626,28 +640,27 @@ int main() {
   CK(cudaFree(b));
   using bf = __nv_bfloat16;
   bool ok = true;
-  // run<type, op (0 softmax, 1 RMS norm, 2 layer norm), K, P, L, kSync, kEarly>(blocks an SM)
+  // run<type, op (0 softmax, 1 RMS norm, 2 layer norm), K, P, L, kSync, kEarly, kRoll,
+  //     kAhead>(blocks an SM, rows of mean 1e4)
   ok &= run<float, 0, 8, 1, 1>(2, copy_us, false);
   ok &= run<float, 0, 8, 1, 1, false>(2, copy_us, false);
   ok &= run<float, 0, 8, 2, 1, true, false, true>(2, copy_us, false);
-  ok &= run<float, 0, 4, 3, 1, true, false, true>(2, copy_us, false);
-  ok &= run<float, 0, 4, 2, 2, true, true, true>(2, copy_us, false);
-  ok &= run<bf, 0, 8, 1, 1>(2, copy_us, false);
+  ok &= run<float, 0, 8, 1, 2, true, false, true, true>(2, copy_us, false);
+  ok &= run<float, 0, 8, 1, 2, true, true, true, true>(2, copy_us, false);
+  ok &= run<float, 0, 4, 2, 2, true, false, true, true>(2, copy_us, false);
   ok &= run<bf, 0, 8, 2, 1, true, false, true>(2, copy_us, false);
-  ok &= run<bf, 0, 4, 3, 1, true, false, true>(2, copy_us, false);
+  ok &= run<bf, 0, 8, 1, 2, true, false, true, true>(2, copy_us, false);
   ok &= run<float, 1, 8, 1, 1>(2, copy_us, false);
-  ok &= run<float, 1, 8, 2, 1, true, false, true>(2, copy_us, false);
-  ok &= run<float, 1, 4, 3, 1, true, false, true>(2, copy_us, false);
-  ok &= run<float, 1, 4, 2, 2, true, true, true>(2, copy_us, false);
-  ok &= run<bf, 1, 8, 1, 1>(2, copy_us, false);
+  ok &= run<float, 1, 8, 1, 2, true, false, true, true>(2, copy_us, false);
+  ok &= run<float, 1, 4, 2, 2, true, false, true, true>(2, copy_us, false);
   ok &= run<bf, 1, 8, 2, 1, true, false, true>(2, copy_us, false);
-  ok &= run<bf, 1, 4, 3, 1, true, false, true>(2, copy_us, false);
+  ok &= run<bf, 1, 8, 1, 2, true, false, true, true>(2, copy_us, false);
+  ok &= run<bf, 1, 4, 2, 2, true, false, true, true>(2, copy_us, false);
   ok &= run<float, 2, 8, 1, 1>(2, copy_us, false);
-  ok &= run<float, 2, 8, 2, 1, true, false, true>(2, copy_us, false);
-  ok &= run<float, 2, 4, 3, 1, true, false, true>(2, copy_us, false);
-  ok &= run<float, 2, 4, 3, 1, true, false, true>(2, copy_us, true);
+  ok &= run<float, 2, 4, 2, 2, true, false, true, true>(2, copy_us, false);
+  ok &= run<float, 2, 4, 2, 2, true, false, true, true>(2, copy_us, true);
   ok &= run<bf, 2, 8, 1, 1>(2, copy_us, false);
-  ok &= run<bf, 2, 4, 3, 1, true, false, true>(2, copy_us, false);
+  ok &= run<bf, 2, 8, 1, 2, true, false, true, true>(2, copy_us, false);
   printf("%s\n", ok ? "all synchronised runs match float64"
                     : "WRONG: a synchronised run differs from float64");
   return ok ? 0 : 1;
