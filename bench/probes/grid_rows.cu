@@ -38,7 +38,12 @@
     }                                                                           \
   } while (0)
 
-constexpr int kThreads = 256;
+// Threads a block: 256 unless built with -DKF_PROBE_THREADS=512 (kf-probe-grid-rows-512).
+#ifndef KF_PROBE_THREADS
+#define KF_PROBE_THREADS 256
+#endif
+constexpr int kThreads = KF_PROBE_THREADS;
+static_assert(kThreads == 256 || kThreads == 512, "the run lists below are for 256 or 512");
 
 __device__ __forceinline__ void cp16(void* smem, const void* g) {
   unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
@@ -642,25 +647,40 @@ int main() {
   bool ok = true;
   // run<type, op (0 softmax, 1 RMS norm, 2 layer norm), K, P, L, kSync, kEarly, kRoll,
   //     kAhead>(blocks an SM, rows of mean 1e4)
-  ok &= run<float, 0, 8, 1, 1>(2, copy_us, false);
-  ok &= run<float, 0, 8, 1, 1, false>(2, copy_us, false);
-  ok &= run<float, 0, 8, 2, 1, true, false, true>(2, copy_us, false);
-  ok &= run<float, 0, 8, 1, 2, true, false, true, true>(2, copy_us, false);
-  ok &= run<float, 0, 8, 1, 2, true, true, true, true>(2, copy_us, false);
-  ok &= run<float, 0, 4, 2, 2, true, false, true, true>(2, copy_us, false);
-  ok &= run<bf, 0, 8, 2, 1, true, false, true>(2, copy_us, false);
-  ok &= run<bf, 0, 8, 1, 2, true, false, true, true>(2, copy_us, false);
-  ok &= run<float, 1, 8, 1, 1>(2, copy_us, false);
-  ok &= run<float, 1, 8, 1, 2, true, false, true, true>(2, copy_us, false);
-  ok &= run<float, 1, 4, 2, 2, true, false, true, true>(2, copy_us, false);
-  ok &= run<bf, 1, 8, 2, 1, true, false, true>(2, copy_us, false);
-  ok &= run<bf, 1, 8, 1, 2, true, false, true, true>(2, copy_us, false);
-  ok &= run<bf, 1, 4, 2, 2, true, false, true, true>(2, copy_us, false);
-  ok &= run<float, 2, 8, 1, 1>(2, copy_us, false);
-  ok &= run<float, 2, 4, 2, 2, true, false, true, true>(2, copy_us, false);
-  ok &= run<float, 2, 4, 2, 2, true, false, true, true>(2, copy_us, true);
-  ok &= run<bf, 2, 8, 1, 1>(2, copy_us, false);
-  ok &= run<bf, 2, 8, 1, 2, true, false, true, true>(2, copy_us, false);
+  if constexpr (kThreads == 512) {
+    ok &= run<float, 0, 4, 1, 1>(2, copy_us, false);
+    ok &= run<float, 0, 4, 2, 1, true, false, true>(2, copy_us, false);
+    ok &= run<float, 0, 4, 2, 2, true, false, true>(1, copy_us, false);
+    ok &= run<float, 0, 2, 2, 2, true, false, true>(2, copy_us, false);
+    ok &= run<float, 0, 4, 3, 1, true, false, true>(1, copy_us, false);
+    ok &= run<bf, 0, 4, 2, 1, true, false, true>(2, copy_us, false);
+    ok &= run<float, 1, 4, 1, 1>(2, copy_us, false);
+    ok &= run<float, 1, 4, 2, 1, true, false, true>(2, copy_us, false);
+    ok &= run<float, 1, 4, 3, 1, true, false, true>(1, copy_us, false);
+    ok &= run<bf, 1, 4, 2, 1, true, false, true>(2, copy_us, false);
+    ok &= run<float, 2, 4, 2, 1, true, false, true>(2, copy_us, false);
+    ok &= run<bf, 2, 4, 2, 1, true, false, true>(2, copy_us, false);
+  } else {
+    ok &= run<float, 0, 8, 1, 1>(2, copy_us, false);
+    ok &= run<float, 0, 8, 1, 1, false>(2, copy_us, false);
+    ok &= run<float, 0, 8, 2, 1, true, false, true>(2, copy_us, false);
+    ok &= run<float, 0, 8, 1, 2, true, false, true, true>(2, copy_us, false);
+    ok &= run<float, 0, 8, 1, 2, true, true, true, true>(2, copy_us, false);
+    ok &= run<float, 0, 4, 2, 2, true, false, true, true>(2, copy_us, false);
+    ok &= run<bf, 0, 8, 2, 1, true, false, true>(2, copy_us, false);
+    ok &= run<bf, 0, 8, 1, 2, true, false, true, true>(2, copy_us, false);
+    ok &= run<float, 1, 8, 1, 1>(2, copy_us, false);
+    ok &= run<float, 1, 8, 1, 2, true, false, true, true>(2, copy_us, false);
+    ok &= run<float, 1, 4, 2, 2, true, false, true, true>(2, copy_us, false);
+    ok &= run<bf, 1, 8, 2, 1, true, false, true>(2, copy_us, false);
+    ok &= run<bf, 1, 8, 1, 2, true, false, true, true>(2, copy_us, false);
+    ok &= run<bf, 1, 4, 2, 2, true, false, true, true>(2, copy_us, false);
+    ok &= run<float, 2, 8, 1, 1>(2, copy_us, false);
+    ok &= run<float, 2, 4, 2, 2, true, false, true, true>(2, copy_us, false);
+    ok &= run<float, 2, 4, 2, 2, true, false, true, true>(2, copy_us, true);
+    ok &= run<bf, 2, 8, 1, 1>(2, copy_us, false);
+    ok &= run<bf, 2, 8, 1, 2, true, false, true, true>(2, copy_us, false);
+  }
   printf("%s\n", ok ? "all synchronised runs match float64"
                     : "WRONG: a synchronised run differs from float64");
   return ok ? 0 : 1;
