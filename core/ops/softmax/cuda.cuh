@@ -851,6 +851,8 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
     }
   }
   const bool wide = p.mask.data == nullptr;
+  // fill_2560 = wide: every softmax row of the wide form takes the 160-thread policy for 16-bit
+  // rows of 2049..2560 (only the bf16 norms keep the 96-thread one; with_tile_policy).
   return rows::with_tile_policy<S, V>(p.walk.row_length, wide, wide, [&](auto policy) {
     using P = decltype(policy);
     if (p.mask.data) {
