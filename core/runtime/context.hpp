@@ -7,6 +7,7 @@
 #include <mutex>
 #include <unordered_set>
 
+#include "core/runtime/grid_scratch.hpp"
 #include "core/runtime/memory_pool.hpp"
 #include "core/runtime/thread_pool.hpp"
 #include "kernel_fusion/graph.h"
@@ -47,6 +48,7 @@ struct kf_stream_t {
   bool owns_native = false;
   int32_t priority = 0;
   void* order_event = nullptr;  // cudaEvent_t (no timing) for order_after_all_streams; owned
+  kf::GridScratch grid;         // CUDA: the grid-group kernels' words, from ctx->pool; owned
 };
 
 struct kf_event_t {

@@ -59,6 +59,8 @@ kf_stream_t* new_stream(kf_context_t* ctx, int32_t priority, uint32_t flags) {
 
 void delete_stream(kf_stream_t* s) noexcept {
   if (s == nullptr) return;
+  // Freed on the stream, after its last launch that used them (the context's pool outlives it).
+  if (s->grid.words != nullptr) s->ctx->pool->deallocate(s->grid.words, s->grid.bytes, s->native);
   cuda::event_destroy(s->order_event);
   if (s->owns_native) cuda::stream_destroy(s->native);  // pending work still completes
   delete s;

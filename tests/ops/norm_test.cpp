@@ -7,6 +7,10 @@
 #include <string>
 #include <vector>
 
+#if defined(KF_TEST_CUDA)
+#include <cuda_runtime.h>
+#endif
+
 #include "tests/ops/row_test_util.hpp"
 
 namespace {
@@ -585,6 +589,120 @@ TEST_P(NormTest, RowsPerResidentCluster) {
   check_rms_norm(64, 262144, false, true, KF_ACTIVATION_NONE, salt += 3);
   check_rms_norm(64, 262144, true, true, KF_ACTIVATION_NONE, salt += 3);
 }
+
+// RMS norm rows of 256 KiB and more without a residual: on CUDA (sm_90) the grid-group kernel (a
+// cooperative grid, each row over a group of blocks, the blocks' sums of squares exchanged
+// through global memory): fewer rows than the grid holds groups, more (each block walks several
+// rows), group sizes of 8 to 64 blocks, with and without a weight, with activations, and in place.
+// CUDA only: the rows are large, and the CPU backend has one form for every length.
+TEST_P(NormTest, GridGroupRows) {
+  if (kf_test::device_under_test() != KF_DEVICE_CUDA)
+    GTEST_SKIP() << "the grid-group rows are a form of the CUDA backend";
+  uint64_t salt = 3950;
+  // 65536: f32 rows of 256 KiB, the shortest taken; 131072: 16-bit rows of 256 KiB.
+  for (int64_t length : {int64_t{65536}, int64_t{131072}, int64_t{262144}, int64_t{524288}}) {
+    const int64_t many = length <= 262144 ? 70 : 30;
+    check_rms_norm(3, length, false, true, KF_ACTIVATION_NONE, salt += 3);
+    check_rms_norm(many, length, false, true, KF_ACTIVATION_SILU, salt += 3);
+    check_rms_norm(many, length, false, false, KF_ACTIVATION_NONE, salt += 3);
+    check_rms_norm(5, length, false, false, KF_ACTIVATION_GELU, salt += 3);
+    // out is x.
+    const uint64_t s = seed(salt += 3);
+    SCOPED_TRACE(label("rms norm in place " + std::to_string(length), s));
+    Tensor x = tensor({20, length}, dtype()), w = tensor({length}, dtype());
+    const auto xv = fill(x, dtype(), static_cast<size_t>(20 * length), s);
+    const auto wv = fill(w, dtype(), static_cast<size_t>(length), s + 1);
+    KF_ASSERT_OK(kf_fused_rms_norm_activation(ctx(), x, nullptr, w, x, nullptr, 1e-6,
+                                              KF_ACTIVATION_RELU, nullptr));
+    kf_test::expect_close(kf_test::download(x),
+                          rms_norm_ref(xv, length, wv, 1e-6, KF_ACTIVATION_RELU),
+                          tolerance(dtype()), "rms norm in place");
+  }
+}
+
+// The grid-group rows on streams of their own: each stream keeps its words for the partials and
+// grows them for more rows (30 after 3 after 70), two streams take turns, and a stream is
+// destroyed with its words. CUDA only, as GridGroupRows.
+TEST_P(NormTest, GridGroupRowsOnSeveralStreams) {
+  if (kf_test::device_under_test() != KF_DEVICE_CUDA)
+    GTEST_SKIP() << "the grid-group rows are a form of the CUDA backend";
+  kf_stream_t* streams[2] = {};
+  KF_ASSERT_OK(kf_stream_create(ctx(), nullptr, &streams[0]));
+  KF_ASSERT_OK(kf_stream_create(ctx(), nullptr, &streams[1]));
+  uint64_t salt = 4100;
+  const int64_t length = 262144;
+  const int64_t counts[] = {3, 30, 70, 5};
+  for (int k = 0; k < 4; ++k) {
+    const int64_t rows = counts[k];
+    const uint64_t s = seed(salt += 3);
+    SCOPED_TRACE(
+        label("rms norm rows " + std::to_string(rows) + " on stream " + std::to_string(k % 2), s));
+    Tensor x = tensor({rows, length}, dtype()), w = tensor({length}, dtype());
+    Tensor out = tensor({rows, length}, dtype());
+    const auto xv = fill(x, dtype(), static_cast<size_t>(rows * length), s);
+    const auto wv = fill(w, dtype(), static_cast<size_t>(length), s + 1);
+    kf_test::poison(out);
+    KF_ASSERT_OK(kf_fused_rms_norm_activation(ctx(), x, nullptr, w, out, nullptr, 1e-6,
+                                              KF_ACTIVATION_NONE, streams[k % 2]));
+    KF_ASSERT_OK(kf_stream_synchronize(streams[k % 2]));
+    kf_test::expect_close(kf_test::download(out),
+                          rms_norm_ref(xv, length, wv, 1e-6, KF_ACTIVATION_NONE),
+                          tolerance(dtype()), "rms norm on a stream");
+    if (k == 1) {  // the first stream goes, words and all; a new one takes its place
+      KF_ASSERT_OK(kf_stream_destroy(streams[0]));
+      KF_ASSERT_OK(kf_stream_create(ctx(), nullptr, &streams[0]));
+    }
+  }
+  KF_ASSERT_OK(kf_stream_destroy(streams[0]));
+  KF_ASSERT_OK(kf_stream_destroy(streams[1]));
+}
+
+#if defined(KF_TEST_CUDA)
+// The grid-group rows captured into a CUDA graph: the captured launch gets words of its own,
+// zeroed in the graph, so every replay waits for its own partials. Each replay normalises x in
+// place, so a replay that took the last replay's partials would scale by the wrong sums; each
+// is checked against float64 from the x it started with.
+TEST_P(NormTest, GridGroupRowsCapturedIntoACudaGraph) {
+  if (kf_test::device_under_test() != KF_DEVICE_CUDA)
+    GTEST_SKIP() << "a CUDA graph needs the CUDA backend";
+  const int64_t rows = 24, length = 262144;
+  const uint64_t s = seed(4200);
+  SCOPED_TRACE(label("rms norm captured", s));
+  kf_stream_t* stream = nullptr;
+  KF_ASSERT_OK(kf_stream_create(ctx(), nullptr, &stream));
+  void* native = nullptr;
+  KF_ASSERT_OK(kf_stream_get_native(stream, &native));
+  const auto cs = static_cast<cudaStream_t>(native);
+  Tensor x = tensor({rows, length}, dtype()), w = tensor({length}, dtype());
+  std::vector<double> xv = fill(x, dtype(), static_cast<size_t>(rows * length), s);
+  const auto wv = fill(w, dtype(), static_cast<size_t>(length), s + 1);
+  // Once before the capture (the kernel's attributes set, its grid known), checked.
+  KF_ASSERT_OK(kf_fused_rms_norm_activation(ctx(), x, nullptr, w, x, nullptr, 1e-6,
+                                            KF_ACTIVATION_NONE, stream));
+  KF_ASSERT_OK(kf_stream_synchronize(stream));
+  std::vector<double> got = kf_test::download(x);
+  kf_test::expect_close(got, rms_norm_ref(xv, length, wv, 1e-6, KF_ACTIVATION_NONE),
+                        tolerance(dtype()), "before the capture");
+  ASSERT_EQ(cudaStreamBeginCapture(cs, cudaStreamCaptureModeRelaxed), cudaSuccess);
+  KF_ASSERT_OK(kf_fused_rms_norm_activation(ctx(), x, nullptr, w, x, nullptr, 1e-6,
+                                            KF_ACTIVATION_NONE, stream));
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(cs, &graph), cudaSuccess);
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (int replay = 0; replay < 3; ++replay) {
+    xv = got;
+    ASSERT_EQ(cudaGraphLaunch(exec, cs), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(cs), cudaSuccess);
+    got = kf_test::download(x);
+    kf_test::expect_close(got, rms_norm_ref(xv, length, wv, 1e-6, KF_ACTIVATION_NONE),
+                          tolerance(dtype()), "replay " + std::to_string(replay));
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  KF_ASSERT_OK(kf_stream_destroy(stream));
+}
+#endif
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, NormTest, row_test::float_dtypes(), row_test::dtype_param_name);
 

@@ -1,4 +1,8 @@
-// CUDA backend of the norm family, four regimes chosen per call:
+// CUDA backend of the norm family, five regimes chosen per call:
+//  - grid-group rows (core/ops/rows/grid_group.cuh) for the RMS norm's f32/f16/bf16 rows of
+//    256 KiB and more without a residual, dense, 16-byte aligned and a whole number of its
+//    blocks' shares, on sm_90: each row over a group of blocks of a cooperative grid, the sums
+//    exchanged through global memory (launch_grid_rows);
 //  - staged rows (core/ops/rows/staged.cuh) for f32/f16/bf16 rows that are dense, 16-byte
 //    aligned and fill whole 16-byte vectors, where they measured faster (see launch_staged):
 //    f32 rows of more than 16 KiB up to 32 KiB (up to 64 KiB with a residual) and 16-bit rows
@@ -27,6 +31,8 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <atomic>
 #include <type_traits>
 
 #include "core/math/activation.hpp"
@@ -36,6 +42,7 @@
 #include "core/ops/norm/cuda_storage.hpp"
 #include "core/ops/norm/norm.hpp"
 #include "core/ops/rows/dispatch.cuh"
+#include "core/ops/rows/grid_group.cuh"
 #include "core/ops/rows/reduce.cuh"
 #include "core/ops/rows/staged.cuh"
 #include "core/ops/rows/tile.cuh"
@@ -960,6 +967,187 @@ constexpr auto resident_kernel() {
   }
 }
 
+// ---- grid-group rows (rows::GridGroups): the RMS norm's rows of 256 KiB and more -------------
+//
+// Each row is spread over a group of blocks, each block owning GridPolicy::vectors * threads
+// 16-byte vectors, the same columns of every row of the group (so the weight is read once a
+// launch, into registers), on a cooperative grid of two 512-thread blocks an SM. A block stages
+// row i + 2 into a ring of three shared-memory slots (cp.async; each thread reads back only its
+// own slots, and restages each slot as the output pass leaves it), publishes row i's sum of
+// squares, and writes row i - 1 once the group's sums of that row are in; the first warp's loads
+// of those sums are issued before the block reduces row i, and polled after. The form of
+// bench/probes/grid_rows.cu (docs/performance.md, "Session of 05:45Z" and "Session of 07:55Z").
+// kf-bench, H200 2026-11-30 08:09Z-08:19Z, % of copy, against the clustered kernel in the same
+// calls: f32 / f16 / bf16 rows of 262144 68.5-71.6 / 70.0-70.8 / 64.7-67.1 -> 81.3-82.0 /
+// 78.3-79.1 / 77.1-77.6; rows of 524288 10.9 / 55.0-57.1 / 61.0-61.7 -> 80.9-81.1 / 79.2-79.3 /
+// 77.4-77.5; f32 rows of 131072 74.3-74.8 -> 80.9-81.6. Rows of 256 KiB (taken since 08:19Z):
+// f32 65536 76.0 -> 79.8-80.1, f16 / bf16 131072 74.4 / 68.0 -> 76.9-77.1 / 75.7-75.8.
+struct GridPolicy {
+  static constexpr int threads = 512;
+  static constexpr int vectors = 4;  // 16-byte vectors a thread a row
+  static constexpr int ahead = 2;    // rows staged ahead of the one being reduced
+  static constexpr int slots = 3;    // ahead + the row being written
+  static constexpr int64_t min_row_bytes = 256 * 1024;
+  static constexpr size_t smem = size_t{slots} * vectors * threads * 16;  // 96 KiB
+};
+
+template <class S>
+__global__ void __launch_bounds__(GridPolicy::threads, 2)
+    grid_rms_kernel(const __grid_constant__ Plan p, const rows::GridGroups q) {
+  cuda::wait_prior_grid();  // a dependent launch: nothing global is touched before this
+  cuda::allow_next_grid();
+  using G = GridPolicy;
+  using T = math::compute_t<S>;
+  using Traits = math::StorageTraits<S>;
+  using Prim = typename math::PrimitivesFor<S>::type;
+  constexpr int V = 16 / sizeof(S);
+  constexpr int kWarps = G::threads / 32;
+  using Vec = rows::Pack<S, V>;
+  static_assert(sizeof(Vec) == sizeof(uint4), "a vector is 16 bytes");
+  extern __shared__ __align__(16) unsigned char grid_bytes[];
+  Vec* const ring = reinterpret_cast<Vec*>(grid_bytes);
+  __shared__ T warp_sums[2][kWarps];
+  __shared__ T row_rstd[2];
+  const int group = static_cast<int>(blockIdx.x) / q.blocks;
+  const int rank = static_cast<int>(blockIdx.x) % q.blocks;
+  if (group >= q.groups) return;
+  const rows::Walk& w = p.walk;
+  const int t = static_cast<int>(threadIdx.x), lane = t % 32, warp = t / 32;
+  const int64_t my_rows = (w.rows - group + q.groups - 1) / q.groups;
+  const int64_t first = int64_t{rank} * G::vectors * G::threads * V;  // the block's first column
+  const T count = static_cast<T>(w.row_length), eps = static_cast<T>(p.eps);
+  const auto row_of = [&](int64_t i) { return group + i * q.groups; };
+  const auto x_row = [&](int64_t i) {
+    return static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, row_of(i)) + first;
+  };
+  const auto words_of = [&](int64_t i) { return q.words + row_of(i) * q.blocks; };
+  const auto slot = [&](int64_t i) { return ring + (i % G::slots) * (G::vectors * G::threads); };
+  const auto stage = [&](int64_t i) {
+    const S* from = x_row(i);
+    Vec* to = slot(i);
+#pragma unroll
+    for (int k = 0; k < G::vectors; ++k)
+      async_copy::copy16(to + k * G::threads + t, from + (k * G::threads + t) * V);
+  };
+  Vec weight[G::vectors];
+  if (p.weight.data) {
+    const S* from = static_cast<const S*>(p.weight.data) + first;
+#pragma unroll
+    for (int k = 0; k < G::vectors; ++k)
+      weight[k] = *reinterpret_cast<const Vec*>(from + (k * G::threads + t) * V);
+  }
+#pragma unroll
+  for (int i = 0; i < G::ahead; ++i) {
+    if (i < my_rows) stage(i);
+    async_copy::commit();
+  }
+  rows::PublishedRow published;
+  for (int64_t i = 0; i <= my_rows; ++i) {
+    const int64_t j = i - 1;  // the row written this iteration, once the group's sums are in
+    // The first warp's loads of row j's words are in flight while the block reduces row i.
+    if (j >= 0 && warp == 0) published.fetch(words_of(j), q.blocks);
+    if (i < my_rows) {                   // row i: this block's sum of squares, published
+      async_copy::wait<G::ahead - 1>();  // this thread's copies of row i have landed
+      const Vec* s = slot(i);
+      T sum = 0;
+#pragma unroll
+      for (int k = 0; k < G::vectors; ++k) {
+        const Vec hv = s[k * G::threads + t];
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+          const T h = Traits::to_compute(hv.v[e]);
+          sum += h * h;
+        }
+      }
+      sum = rows::lanes_reduce(sum, rows::Plus{}, 32);
+      if (lane == 0) warp_sums[i & 1][warp] = sum;
+      __syncthreads();
+      if (warp == 1) {
+        sum = rows::lanes_reduce(warp_sums[i & 1][lane % kWarps], rows::Plus{}, kWarps);
+        if (lane == 0) rows::publish(words_of(i) + rank, sum, q.tag);
+      }
+    }
+    if (j >= 0) {
+      if (warp == 0) {
+        const T total = published.sum(words_of(j), q.blocks, q.tag);
+        if (lane == 0) row_rstd[j & 1] = math::stats::rms_rstd<T>(total, count, eps);
+      }
+      __syncthreads();
+      const T rstd = row_rstd[j & 1];
+      Vec* s = slot(j);
+      S* out = static_cast<S*>(p.out.data) + rows::row_offset_cold(w, p.out, row_of(j)) + first;
+      const bool restage = i + G::ahead < my_rows;  // row i + 2 takes row j's slot
+      const S* next = restage ? x_row(i + G::ahead) : nullptr;
+      const bool weighted = p.weight.data != nullptr;
+      with_activation(p.act, [&](auto act) {
+#pragma unroll
+        for (int k = 0; k < G::vectors; ++k) {
+          const Vec hv = s[k * G::threads + t];
+          Vec yv;
+#pragma unroll
+          for (int e = 0; e < V; ++e) {
+            T y = Traits::to_compute(hv.v[e]) * rstd;
+            if (weighted) y *= Traits::to_compute(weight[k].v[e]);
+            yv.v[e] = Traits::from_compute(act(y, Prim{}));
+          }
+          uint4 bits;
+          memcpy(&bits, &yv, sizeof bits);
+          __stcs(reinterpret_cast<uint4*>(out + (k * G::threads + t) * V), bits);  // streamed
+          if (restage)
+            rows::copy16_unordered(s + k * G::threads + t, next + (k * G::threads + t) * V);
+        }
+      });
+    } else if (i + G::ahead < my_rows) {
+      stage(i + G::ahead);
+    }
+    async_copy::commit();
+  }
+}
+
+// Runs the grid-group kernel where it takes the rows: the RMS norm without a residual, f32 and
+// 16-bit rows of at least GridPolicy::min_row_bytes that are a whole number of its blocks' shares
+// (up to 32 * rows::kLanesWords blocks a row), on sm_90 (where it was measured), when a group
+// fits on the device at once and the plan carries the scratch (Plan::pool, Plan::grid); false
+// otherwise. The
+// caller has checked that the rows are dense and 16-byte aligned and that rows < kMaxColdRows.
+template <class S>
+bool launch_grid_rows(const Plan& p, int32_t device, cudaStream_t stream) {
+  using G = GridPolicy;
+  if (p.kind != Kind::rms || p.residual.data || p.bias.data || !p.dense || p.pool == nullptr ||
+      p.grid == nullptr)
+    return false;
+  const int64_t n = p.walk.row_length;
+  const int64_t share = int64_t{G::vectors} * G::threads * (16 / int64_t{sizeof(S)});
+  if (n * int64_t{sizeof(S)} < G::min_row_bytes || n % share != 0) return false;
+  const int64_t blocks = n / share;
+  if (blocks > 32 * rows::kLanesWords || cuda::compute_major(device) < 9) return false;
+  constexpr auto kernel = &grid_rms_kernel<S>;
+  static std::atomic<bool> prepared[64];
+  if (device >= 0 && device < 64 && !prepared[device].load(std::memory_order_acquire)) {
+    cuda::check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     static_cast<int>(G::smem)),
+                "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
+    cuda::check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                     cudaSharedmemCarveoutMaxShared),
+                "cudaFuncSetAttribute(PreferredSharedMemoryCarveout)");
+    prepared[device].store(true, std::memory_order_release);
+  } else if (device < 0 || device >= 64) {
+    return false;
+  }
+  const int64_t groups =
+      std::min(rows::resident_blocks(kernel, G::threads, G::smem, 1, device) / blocks, p.walk.rows);
+  if (groups < 1) return false;
+  const size_t bytes = static_cast<size_t>(p.walk.rows * blocks) * sizeof(unsigned long long);
+  rows::with_grid_words(
+      *p.grid, *p.pool, bytes, stream, [&](unsigned long long* words, unsigned tag) {
+        const rows::GridGroups q{static_cast<int>(blocks), static_cast<int>(groups), words, tag};
+        cuda::launch_cooperative_dependent(
+            kernel, device, dim3(static_cast<unsigned>(blocks * groups)), dim3(G::threads), G::smem,
+            stream, "norm kernel launch", p, q);
+      });
+  return true;
+}
+
 // Runs the staged kernel when the rows fit it (16-bit and 32-bit types); false otherwise.
 template <class S>
 bool launch_staged(const Plan& p, int32_t device, cudaStream_t stream) {
@@ -967,6 +1155,7 @@ bool launch_staged(const Plan& p, int32_t device, cudaStream_t stream) {
     return false;
   } else {
     if (p.walk.rows >= rows::kMaxColdRows) return false;  // row offsets in 32 bits (rows.hpp)
+    if (launch_grid_rows<S>(p, device, stream)) return true;
     // Where staging pays, measured against the register-cached kernel on an H200 (2026-11-26,
     // kf-bench, same run): rows of 2..32 KiB (bf16 1024..16384, f32 4096; before the cached
     // kernel prefetched) and rows with a residual gained 15..45 %; rows of <= 1 KiB and 64 KiB

@@ -37,7 +37,10 @@ void run_plan(kf_context_t* ctx, kf_stream_t* stream, const Plan& plan, const Na
   rows::prepare(ctx, stream, tensors, count);
   if (ctx->is_cuda()) {
 #if defined(KF_WITH_CUDA)
-    run_cuda(plan, ctx->device_id, stream->native);
+    Plan with_scratch = plan;
+    with_scratch.pool = ctx->pool.get();
+    with_scratch.grid = &stream->grid;
+    run_cuda(with_scratch, ctx->device_id, stream->native);
 #else
     fail(KF_ERROR_NOT_SUPPORTED, "%s: this build has no CUDA backend", entry);
 #endif

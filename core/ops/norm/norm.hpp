@@ -10,8 +10,10 @@
 #include "kernel_fusion/types.h"
 
 namespace kf {
+class MemoryPool;
+struct GridScratch;
 class ThreadPool;
-}
+}  // namespace kf
 
 namespace kf::norm {
 
@@ -27,13 +29,19 @@ struct Plan {
   // mean and rstd are in the compute type (f32, or f64 for f64 data), layer norm only.
   rows::Operand x, residual, weight, bias, out, residual_out, mean, rstd;
   bool dense = false;  // every row operand (x, residual, weight, bias, out, residual_out) dense
+  // CUDA only: the context's device pool and the op stream's grid scratch, for the grid-group
+  // kernel's published partials (core/runtime/grid_scratch.hpp); the kernel is not taken without.
+  MemoryPool* pool = nullptr;
+  GridScratch* grid = nullptr;
 };
 
 void run_cpu(const Plan& plan, ThreadPool& threads);
 
 #if defined(KF_WITH_CUDA)
-// Enqueues the op on native_stream (a cudaStream_t) of the current device; never synchronises or
-// allocates. Throws KF_ERROR_CUDA if a launch fails.
+// Enqueues the op on native_stream (a cudaStream_t) of the current device; never synchronises.
+// Allocates only the grid-group kernel's scratch, stream-ordered from plan.pool (plan.grid's
+// words, kept for the stream's later launches; per call while the stream is being captured).
+// Throws KF_ERROR_CUDA if a launch fails.
 void run_cuda(const Plan& plan, int32_t device_id, void* native_stream);
 #endif
 

@@ -16,12 +16,18 @@ namespace cuda {
 // A launch configuration with clusters of `cluster` consecutive blocks along x (1: none), for
 // cudaLaunchKernelEx and the cluster occupancy queries. The cluster attribute lives in the
 // object, so get() stays valid as long as the object does (hence no copies).
-// dependent: also a programmatic dependent launch (see grid_dependency.cuh).
+// dependent: also a programmatic dependent launch (see grid_dependency.cuh); cooperative: every
+// block resident at once, or the launch fails.
 class ClusterConfig {
  public:
   ClusterConfig(dim3 grid, dim3 block, size_t shared_bytes, int cluster,
-                cudaStream_t stream = nullptr, bool dependent = false) {
+                cudaStream_t stream = nullptr, bool dependent = false, bool cooperative = false) {
     unsigned n = 0;
+    if (cooperative) {
+      attributes_[n].id = cudaLaunchAttributeCooperative;
+      attributes_[n].val.cooperative = 1;
+      ++n;
+    }
     if (cluster > 1) {
       attributes_[n].id = cudaLaunchAttributeClusterDimension;
       attributes_[n].val.clusterDim.x = static_cast<unsigned>(cluster);
@@ -47,7 +53,7 @@ class ClusterConfig {
   const cudaLaunchConfig_t* get() const { return &config_; }
 
  private:
-  cudaLaunchAttribute attributes_[2] = {};
+  cudaLaunchAttribute attributes_[3] = {};
   cudaLaunchConfig_t config_{};
 };
 
@@ -76,6 +82,19 @@ void launch_clustered_dependent(void (*kernel)(Params...), int device, dim3 grid
                                 const char* what, const Args&... args) {
   const bool dependent = dependent_launch_supported(reinterpret_cast<const void*>(kernel), device);
   const ClusterConfig config(grid, block, shared_bytes, cluster, stream, dependent);
+  check(cudaLaunchKernelEx(config.get(), kernel, args...), what);
+}
+
+// Launches kernel(args...) as a cooperative grid (every block resident at once, or the launch
+// fails with `too many blocks in cooperative launch`), as launch_clustered_dependent does
+// otherwise (no clusters). The two attributes combine, on a stream and under stream capture
+// (H200, 2026-11-30 07:03Z: docs/performance.md, "Session of 05:45Z").
+template <class... Params, class... Args>
+void launch_cooperative_dependent(void (*kernel)(Params...), int device, dim3 grid, dim3 block,
+                                  size_t shared_bytes, cudaStream_t stream, const char* what,
+                                  const Args&... args) {
+  const bool dependent = dependent_launch_supported(reinterpret_cast<const void*>(kernel), device);
+  const ClusterConfig config(grid, block, shared_bytes, 1, stream, dependent, true);
   check(cudaLaunchKernelEx(config.get(), kernel, args...), what);
 }
 

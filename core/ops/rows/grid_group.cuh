@@ -1,0 +1,123 @@
+// Grid-group rows: each row is spread over a group of blocks of a cooperative grid (every block
+// resident at once), and the blocks of a group exchange their partial statistics of a row through
+// global memory. A partial is one 64-bit word, the float value in the low half and the launch's
+// tag in the high half, stored with st.relaxed.gpu: one store publishes it, so no fence and no
+// counter are needed, and a reader polls with ld.relaxed.gpu until every word of the row carries
+// the tag. Every block of a group reads the same words and folds them in the same order, so the
+// statistics are the same bits everywhere. Include only from .cu files.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+
+#include "core/ops/rows/reduce.cuh"
+#include "core/runtime/cuda/cluster_launch.hpp"
+#include "core/runtime/cuda/cuda_check.hpp"
+#include "core/runtime/grid_scratch.hpp"
+#include "core/runtime/memory_pool.hpp"
+
+namespace kf::rows {
+
+// Words a lane of the reading warp holds: up to 32 * kLanesWords blocks a group.
+inline constexpr int kLanesWords = 4;
+
+// A launch's groups: `blocks` blocks a row, `groups` groups (group q takes rows q, q + groups,
+// ...), and `words`, a word per row and block ([row][block]), whose high halves are not `tag` when
+// the launch starts.
+struct GridGroups {
+  int blocks = 0;
+  int groups = 0;
+  unsigned long long* words = nullptr;
+  unsigned tag = 0;
+};
+
+// Publishes one block's partial of a row.
+__device__ __forceinline__ void publish(unsigned long long* word, float value, unsigned tag) {
+  const unsigned long long w =
+      (static_cast<unsigned long long>(tag) << 32) | __float_as_uint(value);
+  asm volatile("st.relaxed.gpu.global.b64 [%0], %1;" ::"l"(word), "l"(w) : "memory");
+}
+
+__device__ __forceinline__ unsigned long long load_published(const unsigned long long* word) {
+  unsigned long long w;
+  asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(w) : "l"(word) : "memory");
+  return w;
+}
+
+// A row's published words, as a warp holds them: lane l reads the words of blocks l, l + 32, ...
+// fetch() issues the loads (early: they are in flight while the block works on another row);
+// sum() waits until each word carries the tag, then folds them, the same bits in every lane.
+struct PublishedRow {
+  unsigned long long w[kLanesWords];
+
+  __device__ __forceinline__ void fetch(const unsigned long long* row, int blocks) {
+    const int lane = static_cast<int>(threadIdx.x % 32);
+#pragma unroll
+    for (int q = 0; q < kLanesWords; ++q)
+      if (lane + 32 * q < blocks) w[q] = load_published(row + lane + 32 * q);
+  }
+
+  __device__ __forceinline__ float sum(const unsigned long long* row, int blocks, unsigned tag) {
+    const int lane = static_cast<int>(threadIdx.x % 32);
+    float s = 0.f;
+#pragma unroll
+    for (int q = 0; q < kLanesWords; ++q)
+      if (lane + 32 * q < blocks) {
+        while (static_cast<unsigned>(w[q] >> 32) != tag) w[q] = load_published(row + lane + 32 * q);
+        s += __uint_as_float(static_cast<unsigned>(w[q]));
+      }
+    return lanes_reduce(s, Plus{}, 32);
+  }
+};
+
+// cp.async of 16 bytes without a "memory" clobber, for a pass whose other shared-memory accesses
+// do not touch the slot it fills (each thread refills only the slot it has just read).
+__device__ __forceinline__ void copy16_unordered(void* to, const void* from) {
+  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(to));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(address), "l"(from));
+}
+
+// Calls launch(words, tag) with `bytes` of words whose high halves are not `tag`, for a launch
+// on `stream`: the stream's scratch (core/runtime/grid_scratch.hpp), grown from `pool` and zeroed
+// when too small or when its tags wrap, under its lock so that the tags enter the stream in
+// order. While the stream is being captured the graph may be replayed any number of times and
+// on any stream, so the launch gets words of its own instead: allocated, zeroed and freed in the
+// graph around it, tag 1.
+template <class Launch>
+void with_grid_words(GridScratch& scratch, MemoryPool& pool, size_t bytes, cudaStream_t stream,
+                     Launch launch) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  cuda::check(cudaStreamIsCapturing(stream, &capture), "cudaStreamIsCapturing");
+  if (capture != cudaStreamCaptureStatusNone) {
+    struct Words {  // freed on the stream after the launch, even when it throws
+      MemoryPool& pool;
+      size_t bytes;
+      cudaStream_t stream;
+      void* ptr = pool.allocate(bytes, stream);
+      ~Words() { pool.deallocate(ptr, bytes, stream); }
+    } words{pool, bytes, stream};
+    cuda::check(cudaMemsetAsync(words.ptr, 0, bytes, stream), "grid words memset");
+    launch(static_cast<unsigned long long*>(words.ptr), 1u);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(scratch.mutex);
+  if (scratch.bytes < bytes || scratch.tag == UINT32_MAX) {
+    if (scratch.bytes < bytes) {
+      constexpr size_t kGranule = 64 * 1024;
+      const size_t grown = (bytes + kGranule - 1) / kGranule * kGranule;
+      void* fresh = pool.allocate(grown, stream);  // throws with the old words kept
+      if (scratch.words != nullptr) pool.deallocate(scratch.words, scratch.bytes, stream);
+      scratch.words = fresh;
+      scratch.bytes = grown;
+    }
+    scratch.tag = UINT32_MAX;  // until the memset is enqueued: a failed one is retried
+    cuda::check(cudaMemsetAsync(scratch.words, 0, scratch.bytes, stream), "grid words memset");
+    scratch.tag = 0;
+  }
+  launch(static_cast<unsigned long long*>(scratch.words), ++scratch.tag);
+}
+
+}  // namespace kf::rows
