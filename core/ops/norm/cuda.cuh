@@ -1029,6 +1029,28 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
     for (int k = 0; k < G::vectors; ++k)
       async_copy::copy16(to + k * G::threads + t, from + (k * G::threads + t) * V);
   };
+  // bf16 vectors widened a word at a time on the FMA pipe (rows::widen_bf16_pairs) and narrowed
+  // a pair an instruction (cvt.rn.bf16x2.f32). H200 A/B (2026-11-30 08:39Z, kf-bench, same call,
+  // two passes), % of copy, bf16 rows of 131072 / 262144 / 524288: 76.2-76.3 / 77.7-77.9 / 77.6
+  // -> 79.0-79.9 / 80.8-81.3 / 81.2-81.5. The same for f16 (per-element widening, cvt.rn.f16x2
+  // narrowing) lost 3.5-4 points (77.8 / 79.3-79.5 / 79.4-79.7 -> 74.0-74.3 / 75.5-75.8 /
+  // 75.4-75.7): f16 and f32 keep the per-element conversions.
+  constexpr bool kPairs = std::is_same_v<S, math::bfloat16_t>;
+  const auto widen = [](const Vec& v, T(&f)[V]) {
+    if constexpr (kPairs) {
+      rows::widen_bf16_pairs(v, f);
+    } else {
+#pragma unroll
+      for (int e = 0; e < V; ++e) f[e] = Traits::to_compute(v.v[e]);
+    }
+  };
+  const auto narrow = [](const auto& f) {  // generic: instantiated for bf16 only
+    unsigned w[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w[i]) : "f"(f[2 * i + 1]), "f"(f[2 * i]));
+    return make_uint4(w[0], w[1], w[2], w[3]);
+  };
   Vec weight[G::vectors];
   if (p.weight.data) {
     const S* from = static_cast<const S*>(p.weight.data) + first;
@@ -1052,12 +1074,10 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
       T sum = 0;
 #pragma unroll
       for (int k = 0; k < G::vectors; ++k) {
-        const Vec hv = s[k * G::threads + t];
+        T h[V];
+        widen(s[k * G::threads + t], h);
 #pragma unroll
-        for (int e = 0; e < V; ++e) {
-          const T h = Traits::to_compute(hv.v[e]);
-          sum += h * h;
-        }
+        for (int e = 0; e < V; ++e) sum += h[e] * h[e];
       }
       sum = rows::lanes_reduce(sum, rows::Plus{}, 32);
       if (lane == 0) warp_sums[i & 1][warp] = sum;
@@ -1082,16 +1102,29 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
       with_activation(p.act, [&](auto act) {
 #pragma unroll
         for (int k = 0; k < G::vectors; ++k) {
-          const Vec hv = s[k * G::threads + t];
-          Vec yv;
-#pragma unroll
-          for (int e = 0; e < V; ++e) {
-            T y = Traits::to_compute(hv.v[e]) * rstd;
-            if (weighted) y *= Traits::to_compute(weight[k].v[e]);
-            yv.v[e] = Traits::from_compute(act(y, Prim{}));
-          }
           uint4 bits;
-          memcpy(&bits, &yv, sizeof bits);
+          if constexpr (kPairs) {
+            T y[V], wk[V];
+            widen(s[k * G::threads + t], y);
+            if (weighted) widen(weight[k], wk);
+#pragma unroll
+            for (int e = 0; e < V; ++e) {
+              y[e] *= rstd;
+              if (weighted) y[e] *= wk[e];
+              y[e] = act(y[e], Prim{});
+            }
+            bits = narrow(y);
+          } else {
+            const Vec hv = s[k * G::threads + t];
+            Vec yv;
+#pragma unroll
+            for (int e = 0; e < V; ++e) {
+              T y = Traits::to_compute(hv.v[e]) * rstd;
+              if (weighted) y *= Traits::to_compute(weight[k].v[e]);
+              yv.v[e] = Traits::from_compute(act(y, Prim{}));
+            }
+            memcpy(&bits, &yv, sizeof bits);
+          }
           __stcs(reinterpret_cast<uint4*>(out + (k * G::threads + t) * V), bits);  // streamed
           if (restage)
             rows::copy16_unordered(s + k * G::threads + t, next + (k * G::threads + t) * V);
