@@ -1102,10 +1102,11 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
       with_activation(p.act, [&](auto act) {
 #pragma unroll
         for (int k = 0; k < G::vectors; ++k) {
+          const Vec hv = s[k * G::threads + t];
           uint4 bits;
           if constexpr (kPairs) {
             T y[V], wk[V];
-            widen(s[k * G::threads + t], y);
+            widen(hv, y);
             if (weighted) widen(weight[k], wk);
 #pragma unroll
             for (int e = 0; e < V; ++e) {
@@ -1115,7 +1116,6 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
             }
             bits = narrow(y);
           } else {
-            const Vec hv = s[k * G::threads + t];
             Vec yv;
 #pragma unroll
             for (int e = 0; e < V; ++e) {
@@ -1126,8 +1126,11 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
             memcpy(&bits, &yv, sizeof bits);
           }
           __stcs(reinterpret_cast<uint4*>(out + (k * G::threads + t) * V), bits);  // streamed
-          if (restage)
-            rows::copy16_unordered(s + k * G::threads + t, next + (k * G::threads + t) * V);
+          if (restage) {
+            uint4 read;
+            memcpy(&read, &hv, sizeof read);
+            rows::copy16_after_read(s + k * G::threads + t, next + (k * G::threads + t) * V, read);
+          }
         }
       });
     } else if (i + G::ahead < my_rows) {
@@ -1141,8 +1144,8 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
 // 16-bit rows of at least GridPolicy::min_row_bytes that are a whole number of its blocks' shares
 // (up to 32 * rows::kLanesWords blocks a row), on sm_90 (where it was measured), when a group
 // fits on the device at once and the plan carries the scratch (Plan::pool, Plan::grid); false
-// otherwise. The
-// caller has checked that the rows are dense and 16-byte aligned and that rows < kMaxColdRows.
+// otherwise. The caller has checked that the rows are dense and 16-byte aligned and that rows <
+// kMaxColdRows.
 template <class S>
 bool launch_grid_rows(const Plan& p, int32_t device, cudaStream_t stream) {
   using G = GridPolicy;

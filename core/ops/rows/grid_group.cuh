@@ -73,11 +73,14 @@ struct PublishedRow {
   }
 };
 
-// cp.async of 16 bytes without a "memory" clobber, for a pass whose other shared-memory accesses
-// do not touch the slot it fills (each thread refills only the slot it has just read).
-__device__ __forceinline__ void copy16_unordered(void* to, const void* from) {
+// cp.async of 16 bytes into a shared-memory slot that this thread has just read into `read`,
+// without a "memory" clobber (which would also order the copy after every memory access before
+// it, the global stores among them). The read's four words are inputs of the asm, so the
+// compiler cannot move the read past the copy that overwrites its slot.
+__device__ __forceinline__ void copy16_after_read(void* to, const void* from, const uint4& read) {
   const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(to));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(address), "l"(from));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(address), "l"(from), "r"(read.x),
+               "r"(read.y), "r"(read.z), "r"(read.w));
 }
 
 // Calls launch(words, tag) with `bytes` of words whose high halves are not `tag`, for a launch
