@@ -31,16 +31,17 @@ void require_eps(const char* entry, double eps) {
                  entry, eps);
 }
 
-void run_plan(kf_context_t* ctx, kf_stream_t* stream, const Plan& plan, const Named* tensors,
+// Runs the plan on ctx's backend; on CUDA it first gives the plan the context's pool and the
+// stream's grid words (Plan::pool, Plan::grid).
+void run_plan(kf_context_t* ctx, kf_stream_t* stream, Plan& plan, const Named* tensors,
               int32_t count, const char* entry) {
   if (plan.walk.rows == 0 || plan.walk.row_length == 0) return;
   rows::prepare(ctx, stream, tensors, count);
   if (ctx->is_cuda()) {
 #if defined(KF_WITH_CUDA)
-    Plan with_scratch = plan;
-    with_scratch.pool = ctx->pool.get();
-    with_scratch.grid = &stream->grid;
-    run_cuda(with_scratch, ctx->device_id, stream->native);
+    plan.pool = ctx->pool.get();
+    plan.grid = &stream->grid;
+    run_cuda(plan, ctx->device_id, stream->native);
 #else
     fail(KF_ERROR_NOT_SUPPORTED, "%s: this build has no CUDA backend", entry);
 #endif
