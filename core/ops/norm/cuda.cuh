@@ -1174,14 +1174,14 @@ bool launch_grid_rows(const Plan& p, int32_t device, cudaStream_t stream) {
       std::min(rows::resident_blocks(kernel, G::threads, G::smem, 1, device) / blocks, p.walk.rows);
   if (groups < 1) return false;
   const size_t bytes = static_cast<size_t>(p.walk.rows * blocks) * sizeof(unsigned long long);
-  rows::with_grid_words(
+  // False (the clustered kernel takes the rows) where the grid turns out not to fit at once.
+  return rows::with_grid_words(
       *p.grid, *p.pool, bytes, stream, [&](unsigned long long* words, unsigned tag) {
         const rows::GridGroups q{static_cast<int>(blocks), static_cast<int>(groups), words, tag};
-        cuda::launch_cooperative_dependent(
+        return cuda::launch_cooperative_dependent(
             kernel, device, dim3(static_cast<unsigned>(blocks * groups)), dim3(G::threads), G::smem,
             stream, "norm kernel launch", p, q);
       });
-  return true;
 }
 
 // Runs the staged kernel when the rows fit it (16-bit and 32-bit types); false otherwise.

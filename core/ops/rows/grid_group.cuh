@@ -84,13 +84,13 @@ __device__ __forceinline__ void copy16_after_read(void* to, const void* from, co
 }
 
 // Calls launch(words, tag) with `bytes` of words whose high halves are not `tag`, for a launch
-// on `stream`: the stream's scratch (core/runtime/grid_scratch.hpp), grown from `pool` and zeroed
-// when too small or when its tags wrap, under its lock so that the tags enter the stream in
-// order. While the stream is being captured the graph may be replayed any number of times and
-// on any stream, so the launch gets words of its own instead: allocated, zeroed and freed in the
-// graph around it, tag 1.
+// on `stream`, and returns what it returns: the stream's scratch (core/runtime/grid_scratch.hpp),
+// grown from `pool` and zeroed when too small or when its tags wrap, under its lock so that the
+// tags enter the stream in order. While the stream is being captured the graph may be replayed any
+// number of times and on any stream, so the launch gets words of its own instead: allocated, zeroed
+// and freed in the graph around it, tag 1.
 template <class Launch>
-void with_grid_words(GridScratch& scratch, MemoryPool& pool, size_t bytes, cudaStream_t stream,
+auto with_grid_words(GridScratch& scratch, MemoryPool& pool, size_t bytes, cudaStream_t stream,
                      Launch launch) {
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   cuda::check(cudaStreamIsCapturing(stream, &capture), "cudaStreamIsCapturing");
@@ -103,8 +103,7 @@ void with_grid_words(GridScratch& scratch, MemoryPool& pool, size_t bytes, cudaS
       ~Words() { pool.deallocate(ptr, bytes, stream); }
     } words{pool, bytes, stream};
     cuda::check(cudaMemsetAsync(words.ptr, 0, bytes, stream), "grid words memset");
-    launch(static_cast<unsigned long long*>(words.ptr), 1u);
-    return;
+    return launch(static_cast<unsigned long long*>(words.ptr), 1u);
   }
   std::lock_guard<std::mutex> lock(scratch.mutex);
   if (scratch.bytes < bytes || scratch.tag == UINT32_MAX) {
@@ -120,7 +119,7 @@ void with_grid_words(GridScratch& scratch, MemoryPool& pool, size_t bytes, cudaS
     cuda::check(cudaMemsetAsync(scratch.words, 0, scratch.bytes, stream), "grid words memset");
     scratch.tag = 0;
   }
-  launch(static_cast<unsigned long long*>(scratch.words), ++scratch.tag);
+  return launch(static_cast<unsigned long long*>(scratch.words), ++scratch.tag);
 }
 
 }  // namespace kf::rows

@@ -85,17 +85,27 @@ void launch_clustered_dependent(void (*kernel)(Params...), int device, dim3 grid
   check(cudaLaunchKernelEx(config.get(), kernel, args...), what);
 }
 
-// Launches kernel(args...) as a cooperative grid (every block resident at once, or the launch
-// fails with `too many blocks in cooperative launch`), as launch_clustered_dependent does
-// otherwise (no clusters). The two attributes combine, on a stream and under stream capture
-// (H200, 2026-11-30 07:03Z: docs/performance.md, "Session of 05:45Z").
+// Launches kernel(args...) as a cooperative grid (every block resident at once), as
+// launch_clustered_dependent does otherwise (no clusters); false, with nothing launched, where
+// the grid cannot be resident at once (cudaErrorCooperativeLaunchTooLarge: fewer SMs than the
+// occupancy query counted, as in a partition of the device), so that the caller can take another
+// kernel. The two attributes combine, on a stream and under stream capture (H200, 2026-11-30
+// 07:03Z: docs/performance.md, "Session of 05:45Z"). Throws kf::Error(KF_ERROR_CUDA) naming
+// `what` on any other failure.
 template <class... Params, class... Args>
-void launch_cooperative_dependent(void (*kernel)(Params...), int device, dim3 grid, dim3 block,
-                                  size_t shared_bytes, cudaStream_t stream, const char* what,
-                                  const Args&... args) {
+[[nodiscard]] bool launch_cooperative_dependent(void (*kernel)(Params...), int device, dim3 grid,
+                                                dim3 block, size_t shared_bytes,
+                                                cudaStream_t stream, const char* what,
+                                                const Args&... args) {
   const bool dependent = dependent_launch_supported(reinterpret_cast<const void*>(kernel), device);
   const ClusterConfig config(grid, block, shared_bytes, 1, stream, dependent, true);
-  check(cudaLaunchKernelEx(config.get(), kernel, args...), what);
+  const cudaError_t error = cudaLaunchKernelEx(config.get(), kernel, args...);
+  if (error == cudaErrorCooperativeLaunchTooLarge) {
+    cudaGetLastError();  // not sticky: cleared, and the caller runs another kernel
+    return false;
+  }
+  check(error, what);
+  return true;
 }
 
 }  // namespace cuda
