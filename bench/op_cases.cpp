@@ -142,9 +142,11 @@ void OpCaseRunner::run_case(Case* c, const std::function<void(const OpResult&)>&
     }
     const auto body = [&](int run) { c->body(*state, run); };
     r.us = median(timer_.time_runs(warmup, options_.iters, body));
-    if (device_ == KF_DEVICE_CUDA && r.target == "seed")
-      r.back_to_back_us =
-          median(timer_.time_batches(warmup, options_.iters, kBackToBackRuns, body));
+    // Back to back as well (for reference): every batch of the seed rows, a few for the others.
+    if (device_ == KF_DEVICE_CUDA)
+      r.back_to_back_us = median(timer_.time_batches(
+          warmup, r.target == "seed" ? options_.iters : std::min(options_.iters, kFewBatches),
+          kBackToBackRuns, body));
   } catch (const Failure& e) {
     r.failed = true;
     r.check = std::string("error: ") + e.what();

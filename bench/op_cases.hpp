@@ -24,8 +24,9 @@ struct OpResult {
   int buffer_sets = 1;
   double bytes = 0;  // each input read once, each output written once
   double us = 0;     // median
-  // CUDA seed rows: the op timed back to back (RunTimer::time_batches), median per run; 0 when
-  // not measured. For reference: the targets are judged on `us`.
+  // CUDA rows: the op timed back to back (RunTimer::time_batches; every batch for the seed rows,
+  // kFewBatches for the others), median per run; 0 when not measured. For reference: the targets
+  // are judged on `us`.
   double back_to_back_us = 0;
   std::string check = "skipped";
   bool failed = false;

@@ -13,8 +13,9 @@
 namespace kf_bench {
 
 // Runs per batch where the seed rows (element-wise and ops suites) are also timed back to back
-// (RunTimer::time_batches).
+// (RunTimer::time_batches), and the ops suite's other CUDA rows in kFewBatches batches.
 constexpr int kBackToBackRuns = 20;
+constexpr int kFewBatches = 5;
 
 // Times a piece of work enqueued on one stream.
 class RunTimer {
