@@ -618,6 +618,44 @@ TEST_P(NormTest, GridGroupRows) {
                           rms_norm_ref(xv, length, wv, 1e-6, KF_ACTIVATION_RELU),
                           tolerance(dtype()), "rms norm in place");
   }
+  // The layer norm's grid-group rows (up to 64 blocks a row: f32 rows of 524288, 16-bit rows of
+  // 1048576), with the statistics written out; 16-bit rows of 65536 still take the cluster.
+  for (int64_t length : {int64_t{65536}, int64_t{131072}, int64_t{262144}, int64_t{524288}}) {
+    const int64_t many = length <= 262144 ? 70 : 30;
+    check_layer_norm(3, length, true, KF_ACTIVATION_NONE, salt += 3);
+    check_layer_norm(many, length, true, KF_ACTIVATION_RELU, salt += 3);
+    check_layer_norm(5, length, false, KF_ACTIVATION_GELU, salt += 3, 0.5, 2.0);
+    const uint64_t s = seed(salt += 3);
+    SCOPED_TRACE(label("layer norm in place " + std::to_string(length), s));
+    Tensor x = tensor({20, length}, dtype()), w = tensor({length}, dtype());
+    Tensor b = tensor({length}, dtype());
+    const auto xv = fill(x, dtype(), static_cast<size_t>(20 * length), s);
+    const auto wv = fill(w, dtype(), static_cast<size_t>(length), s + 1);
+    const auto bv = fill(b, dtype(), static_cast<size_t>(length), s + 2);
+    KF_ASSERT_OK(kf_fused_layer_norm_activation(ctx(), x, w, b, x, nullptr, nullptr, 1, 1e-5,
+                                                KF_ACTIVATION_SILU, nullptr));
+    kf_test::expect_close(kf_test::download(x),
+                          layer_norm_ref(xv, length, wv, bv, 1e-5, KF_ACTIVATION_SILU).out,
+                          tolerance(dtype()), "layer norm in place");
+  }
+  // A row whose first block's values lie far from the rest: its mean is the base of the others'.
+  if (dtype() == KF_DTYPE_FLOAT32)
+    for (int64_t length : {int64_t{262144}, int64_t{524288}}) {
+      const uint64_t s = seed(salt += 3);
+      SCOPED_TRACE(label("layer norm, first block apart " + std::to_string(length), s));
+      Tensor x = tensor({4, length}, dtype()), out = tensor({4, length}, dtype());
+      std::vector<double> xv = kf_test::round_to_dtype(
+          kf_test::random_values(static_cast<size_t>(4 * length), s, -1.0, 1.0), dtype());
+      for (int64_t r = 0; r < 4; ++r)
+        for (int64_t c = 0; c < 8192; ++c) xv[static_cast<size_t>(r * length + c)] += 1e3;
+      kf_test::upload(x, xv);
+      kf_test::poison(out);
+      KF_ASSERT_OK(kf_fused_layer_norm_activation(ctx(), x, nullptr, nullptr, out, nullptr, nullptr,
+                                                  1, 1e-5, KF_ACTIVATION_NONE, nullptr));
+      kf_test::expect_close(kf_test::download(out),
+                            layer_norm_ref(xv, length, {}, {}, 1e-5, KF_ACTIVATION_NONE).out,
+                            tolerance(dtype()), "layer norm, first block apart");
+    }
 }
 
 // The grid-group rows on streams of their own: each stream keeps its words for the partials and

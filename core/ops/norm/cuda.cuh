@@ -967,21 +967,36 @@ constexpr auto resident_kernel() {
   }
 }
 
-// ---- grid-group rows (rows::GridGroups): the RMS norm's rows of 256 KiB and more -------------
+// ---- grid-group rows (rows::GridGroups): the norms' rows of 256 KiB and more ------------------
 //
 // Each row is spread over a group of blocks, each block owning GridPolicy::vectors * threads
-// 16-byte vectors, the same columns of every row of the group (so the weight is read once a
-// launch, into registers), on a cooperative grid of two 512-thread blocks an SM. A block stages
-// row i + 2 into a ring of three shared-memory slots (cp.async; each thread reads back only its
-// own slots, and restages each slot as the output pass leaves it), publishes row i's sum of
-// squares, and writes row i - 1 once the group's sums of that row are in; the first warp's loads
-// of those sums are issued before the block reduces row i, and polled after. The form of
-// bench/probes/grid_rows.cu (docs/performance.md, "Session of 05:45Z" and "Session of 07:55Z").
+// 16-byte vectors, the same columns of every row of the group, on a cooperative grid of two
+// 512-thread blocks an SM. A block stages row i + 2 into a ring of three shared-memory slots
+// (cp.async; each thread reads back only its own slots, and restages each slot as the output pass
+// leaves it), publishes row i's partial statistics, and writes row i - 1 once the group's partials
+// of that row are in; the first warp's loads of those partials are issued before the block
+// reduces row i, and polled after. The form of bench/probes/grid_rows.cu (docs/performance.md,
+// "Session of 05:45Z" and "Session of 07:55Z").
+// RMS norm: a sum of squares a block a row; the weight is read once a launch, into registers.
 // kf-bench, H200 2026-11-30 08:09Z-08:19Z, % of copy, against the clustered kernel in the same
 // calls: f32 / f16 / bf16 rows of 262144 68.5-71.6 / 70.0-70.8 / 64.7-67.1 -> 81.3-82.0 /
 // 78.3-79.1 / 77.1-77.6; rows of 524288 10.9 / 55.0-57.1 / 61.0-61.7 -> 80.9-81.1 / 79.2-79.3 /
 // 77.4-77.5; f32 rows of 131072 74.3-74.8 -> 80.9-81.6. Rows of 256 KiB (taken since 08:19Z):
 // f32 65536 76.0 -> 79.8-80.1, f16 / bf16 131072 74.4 / 68.0 -> 76.9-77.1 / 75.7-75.8.
+// Layer norm: three words a block a row (Moments), so that the block still needs one barrier a
+// row: each warp takes its own mean as the shift of its sums, and the warps' and then the blocks'
+// parts meet by Chan's parallel formula (merge_moments); the weight and bias are read from L2
+// in the output pass. kf-bench, H200 2026-11-30 10:18Z-10:24Z, layer norm (weight, bias, ReLU),
+// % of copy, against the clustered kernel in the same calls (two passes each): f32 rows of
+// 65536 / 131072 / 262144 / 524288 68.4 / 65.0-66.9 / 60.9-61.6 / 10.2 -> 74.2-74.7 / 73.6-73.9 /
+// 72.7-73.0 / 70.2-70.9; f16 rows of 131072 / 262144 / 524288 62.4-62.5 / 58.3-59.9 / 50.1-50.3 ->
+// 69.4-70.0 / 67.5-67.9 / 66.5-66.7; bf16 58.5-58.6 / 53.3-56.9 / 52.4-52.6 -> 68.9-69.0 /
+// 66.9-67.1 / 66.4-67.3. The RMS norm's rows, whose kernel became this template's other half
+// (its output pass reshaped with the layer norm's; which change mattered was not isolated),
+// gained in the same runs against 75da9e1's: f32 rows of 131072 / 262144 / 524288 81.0-81.9 /
+// 81.7-81.8 / 81.5-81.7 -> 84.4-85.0 / 84.7-85.7 / 84.8-85.2, f16 77.3-77.4 / 79.0-79.1 /
+// 79.0-79.1 -> 79.9-80.2 / 82.0-82.2 / 82.3-82.9, bf16 78.9-79.2 / 80.0-80.1 / 80.9 -> 82.2 /
+// 82.9-83.1 / 84.7-84.8.
 struct GridPolicy {
   static constexpr int threads = 512;
   static constexpr int vectors = 4;  // 16-byte vectors a thread a row
@@ -991,9 +1006,48 @@ struct GridPolicy {
   static constexpr size_t smem = size_t{slots} * vectors * threads * 16;  // 96 KiB
 };
 
-template <class S>
+// A part of a row for the layer norm: values whose mean is shift + d / (their count) and whose
+// sum of squared differences from that mean is m2.
+template <class T>
+struct Moments {
+  T shift, d, m2;
+};
+
+// Chan, Golub and LeVeque's parallel form over parts of `part` values each, K a lane of the first
+// `lanes` lanes (part(k, m) sets m and returns true where lane's k-th part exists; every aligned
+// run of `lanes` lanes holds each part once), about `base` (the first part's shift, the same in
+// every lane): each part's mean offset from base, e = (shift - base) + d / part (the difference
+// exact for nearby shifts), the row's offset c = sum(part e) / total and its sum of squares about
+// the mean, sum(m2 + part (e - c)^2). Returns {base, total c, that sum}, the same bits in every
+// lane (butterflies), so that a row with mean 1e4 and std 1e-2 keeps its variance.
+template <int K, class T, class Part>
+__device__ __forceinline__ Moments<T> merge_moments(T base, T part, T total, int lanes,
+                                                    Part part_of) {
+  T offset = 0;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    Moments<T> m;
+    if (part_of(k, m)) offset += part * (m.shift - base) + m.d;
+  }
+  offset = rows::lanes_reduce(offset, rows::Plus{}, lanes);
+  const T c = offset / total;
+  T m2 = 0;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    Moments<T> m;
+    if (part_of(k, m)) {
+      const T e = (m.shift - base) + m.d / part;
+      m2 += m.m2 + part * (e - c) * (e - c);
+    }
+  }
+  return {base, offset, rows::lanes_reduce(m2, rows::Plus{}, lanes)};
+}
+
+inline constexpr int kLayerLaneWords = 2;
+
+template <class S, bool kLayer>
 __global__ void __launch_bounds__(GridPolicy::threads, 2)
-    grid_rms_kernel(const __grid_constant__ Plan p, const rows::GridGroups q) {
+    grid_norm_kernel(const __grid_constant__ Plan p, const rows::GridGroups q) {
   cuda::wait_prior_grid();  // a dependent launch: nothing global is touched before this
   cuda::allow_next_grid();
   using G = GridPolicy;
@@ -1002,12 +1056,13 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
   using Prim = typename math::PrimitivesFor<S>::type;
   constexpr int V = 16 / sizeof(S);
   constexpr int kWarps = G::threads / 32;
+  constexpr int kWords = kLayer ? 3 : 1;  // words a block a row: Moments, or a sum of squares
   using Vec = rows::Pack<S, V>;
   static_assert(sizeof(Vec) == sizeof(uint4), "a vector is 16 bytes");
   extern __shared__ __align__(16) unsigned char grid_bytes[];
   Vec* const ring = reinterpret_cast<Vec*>(grid_bytes);
-  __shared__ T warp_sums[2][kWarps];
-  __shared__ T row_rstd[2];
+  __shared__ T warp_sums[2][kWords][kWarps];
+  __shared__ T row_stats[2][3];  // rstd; the layer norm's shift and center * rstd
   const int group = static_cast<int>(blockIdx.x) / q.blocks;
   const int rank = static_cast<int>(blockIdx.x) % q.blocks;
   if (group >= q.groups) return;
@@ -1020,7 +1075,8 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
   const auto x_row = [&](int64_t i) {
     return static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, row_of(i)) + first;
   };
-  const auto words_of = [&](int64_t i) { return q.words + row_of(i) * q.blocks; };
+  // [row][word][block]
+  const auto words_of = [&](int64_t i) { return q.words + row_of(i) * kWords * q.blocks; };
   const auto slot = [&](int64_t i) { return ring + (i % G::slots) * (G::vectors * G::threads); };
   const auto stage = [&](int64_t i) {
     const S* from = x_row(i);
@@ -1051,24 +1107,38 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
       asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w[i]) : "f"(f[2 * i + 1]), "f"(f[2 * i]));
     return make_uint4(w[0], w[1], w[2], w[3]);
   };
-  Vec weight[G::vectors];
-  if (p.weight.data) {
-    const S* from = static_cast<const S*>(p.weight.data) + first;
+  const S* const weight_share =
+      p.weight.data ? static_cast<const S*>(p.weight.data) + first : nullptr;
+  const S* const bias_share = p.bias.data ? static_cast<const S*>(p.bias.data) + first : nullptr;
+  // The RMS norm's weight, held in registers for the launch.
+  Vec weight[kLayer ? 1 : G::vectors];
+  if constexpr (!kLayer) {
+    if (weight_share) {
 #pragma unroll
-    for (int k = 0; k < G::vectors; ++k)
-      weight[k] = *reinterpret_cast<const Vec*>(from + (k * G::threads + t) * V);
+      for (int k = 0; k < G::vectors; ++k)
+        weight[k] = *reinterpret_cast<const Vec*>(weight_share + (k * G::threads + t) * V);
+    }
   }
 #pragma unroll
   for (int i = 0; i < G::ahead; ++i) {
     if (i < my_rows) stage(i);
     async_copy::commit();
   }
-  rows::PublishedRow published;
+  // The values a thread, a warp and a block hold of a row (the layer norm's parts).
+  constexpr T kThreadValues = T(G::vectors * V), kWarpValues = 32 * kThreadValues;
+  constexpr T kBlockValues = kWarps * kWarpValues;
+  // The layer norm's partials take 3 words a block: up to 64 blocks a row (two words a lane),
+  // where four spilled (launch_grid_rows).
+  constexpr int kLaneWords = kLayer ? kLayerLaneWords : rows::kLanesWords;
+  rows::PublishedRow<kLaneWords> published[kWords];
   for (int64_t i = 0; i <= my_rows; ++i) {
-    const int64_t j = i - 1;  // the row written this iteration, once the group's sums are in
+    const int64_t j = i - 1;  // the row written this iteration, once the group's partials are in
     // The first warp's loads of row j's words are in flight while the block reduces row i.
-    if (j >= 0 && warp == 0) published.fetch(words_of(j), q.blocks);
-    if (i < my_rows) {                   // row i: this block's sum of squares, published
+    if (j >= 0 && warp == 0) {
+#pragma unroll
+      for (int c = 0; c < kWords; ++c) published[c].fetch(words_of(j) + c * q.blocks, q.blocks);
+    }
+    if (i < my_rows) {                   // row i: this block's partial, published
       async_copy::wait<G::ahead - 1>();  // this thread's copies of row i have landed
       const Vec* s = slot(i);
       T sum = 0;
@@ -1077,50 +1147,152 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
         T h[V];
         widen(s[k * G::threads + t], h);
 #pragma unroll
-        for (int e = 0; e < V; ++e) sum += h[e] * h[e];
+        for (int e = 0; e < V; ++e) sum += kLayer ? h[e] : h[e] * h[e];
       }
       sum = rows::lanes_reduce(sum, rows::Plus{}, 32);
-      if (lane == 0) warp_sums[i & 1][warp] = sum;
+      if constexpr (kLayer) {
+        // The warp's mean is the shift of its sums of differences (read from the slot again).
+        const T shift = sum / kWarpValues;
+        T d = 0, d2 = 0;
+#pragma unroll
+        for (int k = 0; k < G::vectors; ++k) {
+          T h[V];
+          widen(s[k * G::threads + t], h);
+#pragma unroll
+          for (int e = 0; e < V; ++e) {
+            const T x = h[e] - shift;
+            d += x;
+            d2 += x * x;
+          }
+        }
+        d = rows::lanes_reduce(d, rows::Plus{}, 32);
+        d2 = rows::lanes_reduce(d2, rows::Plus{}, 32);
+        if (lane == 0) {
+          warp_sums[i & 1][0][warp] = shift;
+          warp_sums[i & 1][1][warp] = d;
+          warp_sums[i & 1][2][warp] = d2 - d * (d / kWarpValues);
+        }
+      } else if (lane == 0) {
+        warp_sums[i & 1][0][warp] = sum;
+      }
       __syncthreads();
       if (warp == 1) {
-        sum = rows::lanes_reduce(warp_sums[i & 1][lane % kWarps], rows::Plus{}, kWarps);
-        if (lane == 0) rows::publish(words_of(i) + rank, sum, q.tag);
+        if constexpr (kLayer) {
+          const int from = lane % kWarps;
+          const Moments<T> mine{warp_sums[i & 1][0][from], warp_sums[i & 1][1][from],
+                                warp_sums[i & 1][2][from]};
+          const Moments<T> block = merge_moments<1>(warp_sums[i & 1][0][0], kWarpValues,
+                                                    kBlockValues, kWarps, [&](int, Moments<T>& m) {
+                                                      m = mine;
+                                                      return true;
+                                                    });
+          if (lane == 0) {
+            unsigned long long* to = words_of(i) + rank;
+            rows::publish(to, block.shift, q.tag);
+            rows::publish(to + q.blocks, block.d, q.tag);
+            rows::publish(to + 2 * q.blocks, block.m2, q.tag);
+          }
+        } else {
+          sum = rows::lanes_reduce(warp_sums[i & 1][0][lane % kWarps], rows::Plus{}, kWarps);
+          if (lane == 0) rows::publish(words_of(i) + rank, sum, q.tag);
+        }
       }
     }
     if (j >= 0) {
       if (warp == 0) {
-        const T total = published.sum(words_of(j), q.blocks, q.tag);
-        if (lane == 0) row_rstd[j & 1] = math::stats::rms_rstd<T>(total, count, eps);
+        if constexpr (kLayer) {
+#pragma unroll
+          for (int c = 0; c < kWords; ++c)
+            published[c].wait(words_of(j) + c * q.blocks, q.blocks, q.tag);
+          const T base = __shfl_sync(0xffffffffu, published[0].value(0), 0);  // block 0's shift
+          const Moments<T> row =
+              merge_moments<kLaneWords>(base, kBlockValues, count, 32, [&](int k, Moments<T>& m) {
+                if (lane + 32 * k >= q.blocks) return false;
+                m = {published[0].value(k), published[1].value(k), published[2].value(k)};
+                return true;
+              });
+          const T center = row.d / count;
+          // row.m2 is the sum of squares about the mean: no centre to take off.
+          const T rstd = math::stats::layer_norm_stats<T>(T(0), row.m2, count, eps).rstd;
+          if (lane == 0) {
+            row_stats[j & 1][0] = rstd;
+            row_stats[j & 1][1] = base;
+            if (rank == 0) {
+              const int64_t r = row_of(j);
+              if (p.mean.data)
+                static_cast<T*>(p.mean.data)[rows::row_offset_cold(w, p.mean, r)] = base + center;
+              if (p.rstd.data)
+                static_cast<T*>(p.rstd.data)[rows::row_offset_cold(w, p.rstd, r)] = rstd;
+            }
+          }
+          if (lane == 1) row_stats[j & 1][2] = center * rstd;
+        } else {
+          const T total = published[0].sum(words_of(j), q.blocks, q.tag);
+          if (lane == 0) row_stats[j & 1][0] = math::stats::rms_rstd<T>(total, count, eps);
+        }
       }
       __syncthreads();
-      const T rstd = row_rstd[j & 1];
+      const T rstd = row_stats[j & 1][0];
       Vec* s = slot(j);
       S* out = static_cast<S*>(p.out.data) + rows::row_offset_cold(w, p.out, row_of(j)) + first;
       const bool restage = i + G::ahead < my_rows;  // row i + 2 takes row j's slot
       const S* next = restage ? x_row(i + G::ahead) : nullptr;
-      const bool weighted = p.weight.data != nullptr;
       with_activation(p.act, [&](auto act) {
+        // The layer norm's y = (h - shift) * rstd - center * rstd, then the affine.
+        const T shift = kLayer ? row_stats[j & 1][1] : T(0);
+        const T scaled_center = kLayer ? row_stats[j & 1][2] : T(0);
+        // The layer norm's weight and bias vectors, kAffine slots at a time, loaded from L2 in
+        // program order (rows::load_in_order): hoisting all of them spilled.
+        constexpr int kAffine = sizeof(S) == 4 ? 2 : 1;
+        [[maybe_unused]] Vec affine[kLayer ? 2 : 1][kAffine];
 #pragma unroll
         for (int k = 0; k < G::vectors; ++k) {
           const Vec hv = s[k * G::threads + t];
+          Vec wv, bv;
+          if constexpr (kLayer) {
+            if (k % kAffine == 0) {
+#pragma unroll
+              for (int a = 0; a < kAffine; ++a) {
+                const int64_t at = ((k + a) * G::threads + t) * V;
+                if (weight_share) affine[0][a] = rows::load_in_order<Vec>(weight_share + at);
+                if (bias_share) affine[1][a] = rows::load_in_order<Vec>(bias_share + at);
+              }
+            }
+            wv = affine[0][k % kAffine];
+            bv = affine[1][k % kAffine];
+          } else {
+            wv = weight[k];
+          }
           uint4 bits;
           if constexpr (kPairs) {
-            T y[V], wk[V];
+            T y[V];
             widen(hv, y);
-            if (weighted) widen(weight[k], wk);
 #pragma unroll
-            for (int e = 0; e < V; ++e) {
-              y[e] *= rstd;
-              if (weighted) y[e] *= wk[e];
-              y[e] = act(y[e], Prim{});
+            for (int e = 0; e < V; ++e)
+              y[e] = kLayer ? (y[e] - shift) * rstd - scaled_center : y[e] * rstd;
+            if (weight_share) {
+              T wk[V];
+              widen(wv, wk);
+#pragma unroll
+              for (int e = 0; e < V; ++e) y[e] *= wk[e];
             }
+            if (kLayer && bias_share) {
+              T bk[V];
+              widen(bv, bk);
+#pragma unroll
+              for (int e = 0; e < V; ++e) y[e] += bk[e];
+            }
+#pragma unroll
+            for (int e = 0; e < V; ++e) y[e] = act(y[e], Prim{});
             bits = narrow(y);
           } else {
             Vec yv;
 #pragma unroll
             for (int e = 0; e < V; ++e) {
-              T y = Traits::to_compute(hv.v[e]) * rstd;
-              if (weighted) y *= Traits::to_compute(weight[k].v[e]);
+              const T h = Traits::to_compute(hv.v[e]);
+              T y = kLayer ? (h - shift) * rstd - scaled_center : h * rstd;
+              if (weight_share) y *= Traits::to_compute(wv.v[e]);
+              if (kLayer && bias_share) y += Traits::to_compute(bv.v[e]);
               yv.v[e] = Traits::from_compute(act(y, Prim{}));
             }
             memcpy(&bits, &yv, sizeof bits);
@@ -1140,26 +1312,14 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
   }
 }
 
-// Runs the grid-group kernel where it takes the rows: the RMS norm without a residual, f32 and
-// 16-bit rows of at least GridPolicy::min_row_bytes that are a whole number of its blocks' shares
-// (up to 32 * rows::kLanesWords blocks a row), on sm_90 (where it was measured), when a group
-// fits on the device at once and the plan carries the scratch (Plan::pool, Plan::grid); false
-// otherwise. The caller has checked that the rows are dense and 16-byte aligned and that rows <
-// kMaxColdRows.
-template <class S>
-bool launch_grid_rows(const Plan& p, int32_t device, cudaStream_t stream) {
+// Launches grid_norm_kernel<S, kLayer> over `blocks` blocks a row (see launch_grid_rows).
+template <class S, bool kLayer>
+bool launch_grid_kernel(const Plan& p, int64_t blocks, int32_t device, cudaStream_t stream) {
   using G = GridPolicy;
-  if (p.kind != Kind::rms || p.residual.data || p.bias.data || !p.dense || p.pool == nullptr ||
-      p.grid == nullptr)
-    return false;
-  const int64_t n = p.walk.row_length;
-  const int64_t share = int64_t{G::vectors} * G::threads * (16 / int64_t{sizeof(S)});
-  if (n * int64_t{sizeof(S)} < G::min_row_bytes || n % share != 0) return false;
-  const int64_t blocks = n / share;
-  if (blocks > 32 * rows::kLanesWords || cuda::compute_major(device) < 9) return false;
-  constexpr auto kernel = &grid_rms_kernel<S>;
+  constexpr auto kernel = &grid_norm_kernel<S, kLayer>;
   static std::atomic<bool> prepared[64];
-  if (device >= 0 && device < 64 && !prepared[device].load(std::memory_order_acquire)) {
+  if (device < 0 || device >= 64) return false;
+  if (!prepared[device].load(std::memory_order_acquire)) {
     cuda::check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      static_cast<int>(G::smem)),
                 "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
@@ -1167,13 +1327,12 @@ bool launch_grid_rows(const Plan& p, int32_t device, cudaStream_t stream) {
                                      cudaSharedmemCarveoutMaxShared),
                 "cudaFuncSetAttribute(PreferredSharedMemoryCarveout)");
     prepared[device].store(true, std::memory_order_release);
-  } else if (device < 0 || device >= 64) {
-    return false;
   }
   const int64_t groups =
       std::min(rows::resident_blocks(kernel, G::threads, G::smem, 1, device) / blocks, p.walk.rows);
   if (groups < 1) return false;
-  const size_t bytes = static_cast<size_t>(p.walk.rows * blocks) * sizeof(unsigned long long);
+  const size_t bytes =
+      static_cast<size_t>(p.walk.rows * blocks) * (kLayer ? 3 : 1) * sizeof(unsigned long long);
   // False (the clustered kernel takes the rows) where the grid turns out not to fit at once.
   return rows::with_grid_words(
       *p.grid, *p.pool, bytes, stream, [&](unsigned long long* words, unsigned tag) {
@@ -1182,6 +1341,29 @@ bool launch_grid_rows(const Plan& p, int32_t device, cudaStream_t stream) {
             kernel, device, dim3(static_cast<unsigned>(blocks * groups)), dim3(G::threads), G::smem,
             stream, "norm kernel launch", p, q);
       });
+}
+
+// Runs the grid-group kernel where it takes the rows: the layer norm, and the RMS norm without a
+// residual, f32 and 16-bit rows of at least GridPolicy::min_row_bytes that are a whole number of
+// its blocks' shares (up to 32 * rows::kLanesWords blocks a row), on sm_90 (where it was
+// measured), when a group fits on the device at once and the plan carries the scratch
+// (Plan::pool, Plan::grid); false otherwise. The caller has checked that the rows are dense and
+// 16-byte aligned and that rows < kMaxColdRows.
+template <class S>
+bool launch_grid_rows(const Plan& p, int32_t device, cudaStream_t stream) {
+  using G = GridPolicy;
+  if (p.residual.data || (p.kind == Kind::rms && p.bias.data) || !p.dense || p.pool == nullptr ||
+      p.grid == nullptr)
+    return false;
+  const int64_t n = p.walk.row_length;
+  const int64_t share = int64_t{G::vectors} * G::threads * (16 / int64_t{sizeof(S)});
+  if (n * int64_t{sizeof(S)} < G::min_row_bytes || n % share != 0) return false;
+  const int64_t blocks = n / share;
+  if (blocks > 32 * (p.kind == Kind::layer ? kLayerLaneWords : rows::kLanesWords) ||
+      cuda::compute_major(device) < 9)
+    return false;
+  return p.kind == Kind::layer ? launch_grid_kernel<S, true>(p, blocks, device, stream)
+                               : launch_grid_kernel<S, false>(p, blocks, device, stream);
 }
 
 // Runs the staged kernel when the rows fit it (16-bit and 32-bit types); false otherwise.

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <mutex>
 
 #include "core/ops/rows/reduce.cuh"
@@ -48,23 +49,39 @@ __device__ __forceinline__ unsigned long long load_published(const unsigned long
 }
 
 // A row's published words, as a warp holds them: lane l reads the words of blocks l, l + 32, ...
+// (Q words a lane: up to 32 * Q blocks a group)
 // fetch() issues the loads (early: they are in flight while the block works on another row);
-// sum() waits until each word carries the tag, then folds them, the same bits in every lane.
+// sum() waits until each word carries the tag, then folds them, the same bits in every lane;
+// wait() and value() leave the folding to the caller.
+template <int Q = kLanesWords>
 struct PublishedRow {
-  unsigned long long w[kLanesWords];
+  static_assert(Q >= 1 && Q <= kLanesWords);
+  unsigned long long w[Q];
 
   __device__ __forceinline__ void fetch(const unsigned long long* row, int blocks) {
     const int lane = static_cast<int>(threadIdx.x % 32);
 #pragma unroll
-    for (int q = 0; q < kLanesWords; ++q)
+    for (int q = 0; q < Q; ++q)
       if (lane + 32 * q < blocks) w[q] = load_published(row + lane + 32 * q);
+  }
+
+  // Waits until each of this lane's words carries the tag; value(q) then reads them.
+  __device__ __forceinline__ void wait(const unsigned long long* row, int blocks, unsigned tag) {
+    const int lane = static_cast<int>(threadIdx.x % 32);
+#pragma unroll
+    for (int q = 0; q < Q; ++q)
+      if (lane + 32 * q < blocks)
+        while (static_cast<unsigned>(w[q] >> 32) != tag) w[q] = load_published(row + lane + 32 * q);
+  }
+  __device__ __forceinline__ float value(int q) const {
+    return __uint_as_float(static_cast<unsigned>(w[q]));
   }
 
   __device__ __forceinline__ float sum(const unsigned long long* row, int blocks, unsigned tag) {
     const int lane = static_cast<int>(threadIdx.x % 32);
     float s = 0.f;
 #pragma unroll
-    for (int q = 0; q < kLanesWords; ++q)
+    for (int q = 0; q < Q; ++q)
       if (lane + 32 * q < blocks) {
         while (static_cast<unsigned>(w[q] >> 32) != tag) w[q] = load_published(row + lane + 32 * q);
         s += __uint_as_float(static_cast<unsigned>(w[q]));
@@ -81,6 +98,20 @@ __device__ __forceinline__ void copy16_after_read(void* to, const void* from, co
   const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(to));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(address), "l"(from), "r"(read.x),
                "r"(read.y), "r"(read.z), "r"(read.w));
+}
+
+// A 16-byte load through the read-only path, kept in program order with the other volatile asm
+// statements (the restaging copies above among them): the compiler neither hoists nor sinks it.
+template <class Vec>
+__device__ __forceinline__ Vec load_in_order(const void* from) {
+  static_assert(sizeof(Vec) == 16, "a 16-byte vector");
+  uint4 v;
+  asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(from));
+  Vec out;
+  memcpy(&out, &v, sizeof out);
+  return out;
 }
 
 // Calls launch(words, tag) with `bytes` of words whose high halves are not `tag`, for a launch
