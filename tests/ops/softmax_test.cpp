@@ -440,6 +440,45 @@ TEST_P(SoftmaxTest, RowsPerResidentCluster) {
   check({2, 32, 262144}, {1, 262144}, true, 1.0, false, 2953, true);
 }
 
+// Rows without a mask longer than a cluster holds: on CUDA (sm_90) the grid-group kernel (a
+// cooperative grid, each row over a group of blocks, the blocks' maxima and sums of exp exchanged
+// through global memory): fewer rows than the grid holds groups and more, groups of 64 and 128
+// blocks, scales of either sign, softmax and log-softmax, rows of -inf (0 / -inf, not NaN), in
+// place. CUDA only, as RowsPerResidentCluster.
+TEST_P(SoftmaxTest, GridGroupRows) {
+  if (kf_test::device_under_test() != KF_DEVICE_CUDA)
+    GTEST_SKIP() << "the grid-group rows are a form of the CUDA backend";
+  // The kernel takes the rows longer than a cluster holds (2 MiB: f32 rows of 524288, 16-bit rows
+  // of 1048576); the shorter rows check the clusters' side of that line.
+  uint64_t salt = 3000;
+  for (int64_t length : {int64_t{262144}, int64_t{524288}, int64_t{1048576}}) {
+    check({3, length}, {}, false, 1.0, false, salt += 2);
+    check({length <= 262144 ? int64_t{70} : int64_t{12}, length}, {}, false, -0.75, false,
+          salt += 2);
+  }
+  // A row of nothing but -inf between ordinary rows.
+  const int64_t rows = 5, length = dtype() == KF_DTYPE_FLOAT32 ? 524288 : 1048576;
+  const uint64_t s = seed(salt += 2);
+  SCOPED_TRACE("rows of -inf (seed " + std::to_string(s) + ")");
+  Tensor x = tensor({rows, length}), out = tensor({rows, length});
+  std::vector<double> xv = fill(x, dtype(), static_cast<size_t>(rows * length), s);
+  for (int64_t c = 0; c < length; ++c) xv[static_cast<size_t>(2 * length + c)] = -INFINITY;
+  kf_test::upload(x, xv);
+  for (bool log : {false, true}) {
+    kf_test::poison(out);
+    auto fn = log ? kf_log_softmax : kf_fused_softmax;
+    KF_ASSERT_OK(fn(ctx(), x, nullptr, out, 1.0, false, nullptr));
+    expect_softmax_close(kf_test::download(out),
+                         softmax_ref(xv, {rows, length}, {}, Shape{}, 1.0, false, log), length,
+                         dtype(), log, log ? "rows of -inf, log" : "rows of -inf");
+  }
+  // In place: out is x.
+  KF_ASSERT_OK(kf_fused_softmax(ctx(), x, nullptr, x, 1.0, false, nullptr));
+  expect_softmax_close(kf_test::download(x),
+                       softmax_ref(xv, {rows, length}, {}, Shape{}, 1.0, false, false), length,
+                       dtype(), false, "in place");
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTypes, SoftmaxTest, row_test::float_dtypes(),
                          row_test::dtype_param_name);
 

@@ -26,6 +26,9 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cstring>
 #include <type_traits>
 
 #include "core/math/elementary.hpp"
@@ -33,6 +36,7 @@
 #include "core/math/row_stats.hpp"
 #include "core/ops/async_copy.cuh"
 #include "core/ops/rows/dispatch.cuh"
+#include "core/ops/rows/grid_group.cuh"
 #include "core/ops/rows/reduce.cuh"
 #include "core/ops/rows/staged.cuh"
 #include "core/ops/rows/tile.cuh"
@@ -783,6 +787,250 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
   if constexpr (kClustered) cluster.done();
 }
 
+// ---- grid-group rows (rows::GridGroups): softmax rows of 256 KiB and more without a mask ------
+//
+// The norms' grid-group form (norm/cuda.cuh, grid_rms_kernel) for the softmax and log-softmax
+// without a mask or the causal rule: each row over a group of 512-thread blocks of a cooperative
+// grid, two an SM, each block owning GridPolicy::vectors * threads 16-byte vectors of every row
+// of its group. A block stages row i + 2 into a ring of three shared-memory slots, publishes row
+// i's (maximum, sum of exp about it) as two tagged words, and writes row i - 1 once the group's
+// pairs of that row are in; every block of the group merges them in the same order (the same
+// bits everywhere). The thread's values are folded as (maximum, sum) pairs (merge_max_sum), so
+// the block needs one reduction a row, as in bench/probes/grid_rows.cu (f32 rows of 262144 at
+// 78-80 % of copy there, in 256-thread blocks of 32 KiB shares). Taken only for the rows the
+// clusters do not hold: against the clustered kernel (kf-bench, H200 2026-11-30 10:00Z-10:04Z, the
+// kernel taken for every row of 256 KiB and more, two passes each, % of copy) it lost at every
+// length they hold, f32 rows of 65536 / 131072 / 262144 77.3-77.5 / 77.2 / 72.9-73.1 -> 61.3-61.4
+// / 58.3-58.5 / 57.4-58.1, f16 / bf16 rows of 262144 70.1 / 67.4 -> 57.6-57.7 / 57.5-57.8 and of
+// 524288 62.7-63.1 / 60.4-60.7 -> 57.1 / 57.0-57.1; where they do not (f32 rows of 524288, which
+// fell to the streaming kernel) it took 19.7 -> 54.1-54.5. Why this form runs so far below the
+// probe's was not found.
+struct GridPolicy {
+  static constexpr int threads = 512;
+  static constexpr int vectors = 4;  // 16-byte vectors a thread a row
+  static constexpr int ahead = 2;    // rows staged ahead of the one being reduced
+  static constexpr int slots = 3;    // ahead + the row being written
+  static constexpr int64_t min_row_bytes = 256 * 1024;
+  static constexpr size_t smem = size_t{slots} * vectors * threads * 16;  // 96 KiB
+};
+
+// (m, s) <- the pair of (m, s) and (om, os), each a maximum and a sum of exp about it: the larger
+// maximum, each sum rescaled to it (nothing from a side that saw only -inf). Commutative to the
+// bit (max and a sum of two terms), so a butterfly leaves the same bits in every lane.
+template <class Prim, class T>
+__device__ __forceinline__ void merge_max_sum(T& m, T& s, T om, T os) {
+  const T minus_inf = math::stats::negative_infinity<T>();
+  const T mx = m > om ? m : om;
+  if (mx == minus_inf) return;  // both sides empty: (-inf, 0)
+  const T a = m == minus_inf ? T(0) : s * Prim::exp(m - mx);
+  const T b = om == minus_inf ? T(0) : os * Prim::exp(om - mx);
+  s = a + b;
+  m = mx;
+}
+
+template <class S>
+__global__ void __launch_bounds__(GridPolicy::threads, 2)
+    grid_softmax_kernel(const __grid_constant__ Plan p, const rows::GridGroups q) {
+  cuda::wait_prior_grid();  // a dependent launch: nothing global is touched before this
+  cuda::allow_next_grid();
+  using G = GridPolicy;
+  using T = math::compute_t<S>;
+  using Traits = math::StorageTraits<S>;
+  using Prim = typename math::PrimitivesFor<S>::type;
+  namespace st = math::stats;
+  constexpr int V = 16 / sizeof(S);
+  constexpr int kWarps = G::threads / 32;
+  using Vec = rows::Pack<S, V>;
+  static_assert(sizeof(Vec) == sizeof(uint4), "a vector is 16 bytes");
+  extern __shared__ __align__(16) unsigned char grid_bytes[];
+  Vec* const ring = reinterpret_cast<Vec*>(grid_bytes);
+  __shared__ T warp_max[2][kWarps], warp_sum[2][kWarps];
+  __shared__ T row_max[2], row_factor[2];  // the maximum; 1 / sum (log-softmax: max + log sum)
+  const int group = static_cast<int>(blockIdx.x) / q.blocks;
+  const int rank = static_cast<int>(blockIdx.x) % q.blocks;
+  if (group >= q.groups) return;
+  const rows::Walk& w = p.walk;
+  const int t = static_cast<int>(threadIdx.x), lane = t % 32, warp = t / 32;
+  const int64_t my_rows = (w.rows - group + q.groups - 1) / q.groups;
+  const int64_t first = int64_t{rank} * G::vectors * G::threads * V;  // the block's first column
+  const T scale = static_cast<T>(p.scale), minus_inf = st::negative_infinity<T>();
+  const auto row_of = [&](int64_t i) { return group + i * q.groups; };
+  const auto x_row = [&](int64_t i) {
+    return static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, row_of(i)) + first;
+  };
+  // Two words a block a row: [row][maximum, sum][block].
+  const auto words_of = [&](int64_t i) { return q.words + row_of(i) * 2 * q.blocks; };
+  const auto slot = [&](int64_t i) { return ring + (i % G::slots) * (G::vectors * G::threads); };
+  const auto stage = [&](int64_t i) {
+    const S* from = x_row(i);
+    Vec* to = slot(i);
+#pragma unroll
+    for (int k = 0; k < G::vectors; ++k)
+      async_copy::copy16(to + k * G::threads + t, from + (k * G::threads + t) * V);
+  };
+  constexpr bool kPairs = std::is_same_v<S, math::bfloat16_t>;  // as grid_rms_kernel
+  const auto logits = [&](const Vec& v, T(&f)[V]) {
+    if constexpr (kPairs) {
+      rows::widen_bf16_pairs(v, f);
+    } else {
+#pragma unroll
+      for (int e = 0; e < V; ++e) f[e] = Traits::to_compute(v.v[e]);
+    }
+#pragma unroll
+    for (int e = 0; e < V; ++e) f[e] *= scale;
+  };
+#pragma unroll
+  for (int i = 0; i < G::ahead; ++i) {
+    if (i < my_rows) stage(i);
+    async_copy::commit();
+  }
+  rows::PublishedRow<> maxes, sums;
+  for (int64_t i = 0; i <= my_rows; ++i) {
+    const int64_t j = i - 1;  // the row written this iteration, once the group's pairs are in
+    // The first warp's loads of row j's words are in flight while the block reduces row i.
+    if (j >= 0 && warp == 0) {
+      maxes.fetch(words_of(j), q.blocks);
+      sums.fetch(words_of(j) + q.blocks, q.blocks);
+    }
+    if (i < my_rows) {                   // row i: this block's (maximum, sum of exp), published
+      async_copy::wait<G::ahead - 1>();  // this thread's copies of row i have landed
+      const Vec* s = slot(i);
+      T v[G::vectors][V];
+      T m = minus_inf;
+#pragma unroll
+      for (int k = 0; k < G::vectors; ++k) {
+        logits(s[k * G::threads + t], v[k]);
+#pragma unroll
+        for (int e = 0; e < V; ++e) m = v[k][e] > m ? v[k][e] : m;
+      }
+      T sum = 0;
+      if (m != minus_inf) {
+#pragma unroll
+        for (int k = 0; k < G::vectors; ++k)
+#pragma unroll
+          for (int e = 0; e < V; ++e) sum += Prim::exp(v[k][e] - m);  // exp(-inf) = 0
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1)
+        merge_max_sum<Prim>(m, sum, rows::shuffle_xor(m, o), rows::shuffle_xor(sum, o));
+      if (lane == 0) {
+        warp_max[i & 1][warp] = m;
+        warp_sum[i & 1][warp] = sum;
+      }
+      __syncthreads();
+      if (warp == 1) {
+        m = warp_max[i & 1][lane % kWarps];
+        sum = warp_sum[i & 1][lane % kWarps];
+#pragma unroll
+        for (int o = kWarps / 2; o > 0; o >>= 1)
+          merge_max_sum<Prim>(m, sum, rows::shuffle_xor(m, o), rows::shuffle_xor(sum, o));
+        if (lane == 0) {
+          rows::publish(words_of(i) + rank, m, q.tag);
+          rows::publish(words_of(i) + q.blocks + rank, sum, q.tag);
+        }
+      }
+    }
+    if (j >= 0) {
+      if (warp == 0) {
+        maxes.wait(words_of(j), q.blocks, q.tag);
+        sums.wait(words_of(j) + q.blocks, q.blocks, q.tag);
+        T m = minus_inf, sum = 0;
+#pragma unroll
+        for (int k = 0; k < rows::kLanesWords; ++k)
+          if (lane + 32 * k < q.blocks) merge_max_sum<Prim>(m, sum, maxes.value(k), sums.value(k));
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+          merge_max_sum<Prim>(m, sum, rows::shuffle_xor(m, o), rows::shuffle_xor(sum, o));
+        if (lane == 0) {
+          row_max[j & 1] = m;
+          row_factor[j & 1] = p.log ? m + st::log_of(sum) : T(1) / sum;
+        }
+      }
+      __syncthreads();
+      const T m = row_max[j & 1], factor = row_factor[j & 1];
+      Vec* s = slot(j);
+      S* out = static_cast<S*>(p.out.data) + rows::row_offset_cold(w, p.out, row_of(j)) + first;
+      const bool restage = i + G::ahead < my_rows;  // row i + 2 takes row j's slot
+      const S* next = restage ? x_row(i + G::ahead) : nullptr;
+#pragma unroll
+      for (int k = 0; k < G::vectors; ++k) {
+        const Vec xv = s[k * G::threads + t];
+        T y[V];
+        logits(xv, y);
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+          if (m == minus_inf)  // a row of nothing but -inf gives 0 (log-softmax: -inf), not NaN
+            y[e] = p.log ? minus_inf : T(0);
+          else
+            y[e] = p.log ? y[e] - factor : Prim::exp(y[e] - m) * factor;
+        }
+        uint4 bits;
+        if constexpr (kPairs) {
+          unsigned b[4];
+#pragma unroll
+          for (int h = 0; h < 4; ++h)
+            asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(b[h]) : "f"(y[2 * h + 1]), "f"(y[2 * h]));
+          bits = make_uint4(b[0], b[1], b[2], b[3]);
+        } else {
+          Vec yv;
+#pragma unroll
+          for (int e = 0; e < V; ++e) yv.v[e] = Traits::from_compute(y[e]);
+          memcpy(&bits, &yv, sizeof bits);
+        }
+        __stcs(reinterpret_cast<uint4*>(out + (k * G::threads + t) * V), bits);  // streamed
+        if (restage) {
+          uint4 read;
+          memcpy(&read, &xv, sizeof read);
+          rows::copy16_after_read(s + k * G::threads + t, next + (k * G::threads + t) * V, read);
+        }
+      }
+    } else if (i + G::ahead < my_rows) {
+      stage(i + G::ahead);
+    }
+    async_copy::commit();
+  }
+}
+
+// Runs the grid-group kernel where it takes the rows: no mask and no causal rule, f32 and 16-bit
+// rows of at least GridPolicy::min_row_bytes that are a whole number of its blocks' shares (up to
+// 32 * rows::kLanesWords blocks a row), on sm_90, when a group fits on the device at once and
+// the plan carries the scratch (Plan::pool, Plan::grid); false otherwise (and where the grid
+// turns out not to fit at launch). The caller has checked that the rows are dense and 16-byte
+// aligned and that rows < kMaxColdRows.
+template <class S>
+bool launch_grid_rows(const Plan& p, int32_t device, cudaStream_t stream) {
+  using G = GridPolicy;
+  if (p.mask.data || p.causal || !p.dense || p.pool == nullptr || p.grid == nullptr) return false;
+  const int64_t n = p.walk.row_length;
+  const int64_t share = int64_t{G::vectors} * G::threads * (16 / int64_t{sizeof(S)});
+  if (n * int64_t{sizeof(S)} < G::min_row_bytes || n % share != 0) return false;
+  const int64_t blocks = n / share;
+  if (blocks > 32 * rows::kLanesWords || cuda::compute_major(device) < 9) return false;
+  constexpr auto kernel = &grid_softmax_kernel<S>;
+  static std::atomic<bool> prepared[64];
+  if (device < 0 || device >= 64) return false;
+  if (!prepared[device].load(std::memory_order_acquire)) {
+    cuda::check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     static_cast<int>(G::smem)),
+                "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
+    cuda::check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                     cudaSharedmemCarveoutMaxShared),
+                "cudaFuncSetAttribute(PreferredSharedMemoryCarveout)");
+    prepared[device].store(true, std::memory_order_release);
+  }
+  const int64_t groups =
+      std::min(rows::resident_blocks(kernel, G::threads, G::smem, 1, device) / blocks, p.walk.rows);
+  if (groups < 1) return false;
+  const size_t bytes = static_cast<size_t>(p.walk.rows * blocks) * 2 * sizeof(unsigned long long);
+  return rows::with_grid_words(
+      *p.grid, *p.pool, bytes, stream, [&](unsigned long long* words, unsigned tag) {
+        const rows::GridGroups q{static_cast<int>(blocks), static_cast<int>(groups), words, tag};
+        return cuda::launch_cooperative_dependent(
+            kernel, device, dim3(static_cast<unsigned>(blocks * groups)), dim3(G::threads), G::smem,
+            stream, "softmax kernel launch", p, q);
+      });
+}
+
 // Runs the staged kernel when the rows fit it (16-bit and 32-bit types); false otherwise.
 template <class S>
 bool launch_staged(const Plan& p, int32_t device, cudaStream_t stream) {
@@ -806,14 +1054,19 @@ bool launch_staged(const Plan& p, int32_t device, cudaStream_t stream) {
     // passes), rows of 262144, % of copy, after the pass -> in it: f16 82.6 / 80.3 / 82.5 ->
     // 84.0 / 81.3 / 83.5, bf16 82.1 / 79.6 / 81.5 -> 83.8 / 80.6 / 83.4 (the H200 keeps the
     // order it was measured with; the masked form was not timed).
+    // Rows longer than the clusters hold (f32 rows of 524288, 16-bit rows of 1048576) take the
+    // grid-group kernel instead of the streaming one; the rows the clusters hold stay with them
+    // (see grid_softmax_kernel for why).
     if constexpr (sizeof(S) == 2) {
       if (!rows::tile_issue_lean(device))
         return rows::stage_and_launch<staged_kernel<S, false, false>,
                                       staged_kernel<S, true, false, true>>(
-            p, p.walk, sizeof(S), 1, device, stream, "softmax kernel launch");
+                   p, p.walk, sizeof(S), 1, device, stream, "softmax kernel launch") ||
+               launch_grid_rows<S>(p, device, stream);
     }
     return rows::stage_and_launch<staged_kernel<S, false, false>, staged_kernel<S, true, false>>(
-        p, p.walk, sizeof(S), 1, device, stream, "softmax kernel launch");
+               p, p.walk, sizeof(S), 1, device, stream, "softmax kernel launch") ||
+           launch_grid_rows<S>(p, device, stream);
   }
 }
 

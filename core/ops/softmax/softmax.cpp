@@ -79,6 +79,8 @@ void run(bool log, kf_context_t* ctx_handle, const kf_tensor_t* x_handle,
   rows::prepare(ctx, stream, all, 3);
   if (ctx->is_cuda()) {
 #if defined(KF_WITH_CUDA)
+    p.pool = ctx->pool.get();
+    p.grid = &stream->grid;
     run_cuda(p, ctx->device_id, stream->native);
 #else
     fail(KF_ERROR_NOT_SUPPORTED, "%s: this build has no CUDA backend", entry);

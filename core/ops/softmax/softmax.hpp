@@ -9,8 +9,10 @@
 #include "kernel_fusion/types.h"
 
 namespace kf {
+class MemoryPool;
+struct GridScratch;
 class ThreadPool;
-}
+}  // namespace kf
 
 namespace kf::softmax {
 
@@ -24,6 +26,10 @@ struct Plan {
   rows::Walk walk;             // rows > 0 and row_length > 0
   rows::Operand x, mask, out;  // mask absent: data == nullptr; out may be x exactly
   bool dense = false;          // x, out (and mask, when present) have dense rows
+  // CUDA only: the context's device pool and the op stream's grid scratch, for the grid-group
+  // kernel's published partials (core/runtime/grid_scratch.hpp); the kernel is not taken without.
+  MemoryPool* pool = nullptr;
+  GridScratch* grid = nullptr;
 };
 
 void run_cpu(const Plan& plan, ThreadPool& threads);
