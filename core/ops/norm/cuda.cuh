@@ -1312,37 +1312,6 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
   }
 }
 
-// Launches grid_norm_kernel<S, kLayer> over `blocks` blocks a row (see launch_grid_rows).
-template <class S, bool kLayer>
-bool launch_grid_kernel(const Plan& p, int64_t blocks, int32_t device, cudaStream_t stream) {
-  using G = GridPolicy;
-  constexpr auto kernel = &grid_norm_kernel<S, kLayer>;
-  static std::atomic<bool> prepared[64];
-  if (device < 0 || device >= 64) return false;
-  if (!prepared[device].load(std::memory_order_acquire)) {
-    cuda::check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     static_cast<int>(G::smem)),
-                "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
-    cuda::check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                     cudaSharedmemCarveoutMaxShared),
-                "cudaFuncSetAttribute(PreferredSharedMemoryCarveout)");
-    prepared[device].store(true, std::memory_order_release);
-  }
-  const int64_t groups =
-      std::min(rows::resident_blocks(kernel, G::threads, G::smem, 1, device) / blocks, p.walk.rows);
-  if (groups < 1) return false;
-  const size_t bytes =
-      static_cast<size_t>(p.walk.rows * blocks) * (kLayer ? 3 : 1) * sizeof(unsigned long long);
-  // False (the clustered kernel takes the rows) where the grid turns out not to fit at once.
-  return rows::with_grid_words(
-      *p.grid, *p.pool, bytes, stream, [&](unsigned long long* words, unsigned tag) {
-        const rows::GridGroups q{static_cast<int>(blocks), static_cast<int>(groups), words, tag};
-        return cuda::launch_cooperative_dependent(
-            kernel, device, dim3(static_cast<unsigned>(blocks * groups)), dim3(G::threads), G::smem,
-            stream, "norm kernel launch", p, q);
-      });
-}
-
 // Runs the grid-group kernel where it takes the rows: the layer norm, and the RMS norm without a
 // residual, f32 and 16-bit rows of at least GridPolicy::min_row_bytes that are a whole number of
 // its blocks' shares (up to 32 * rows::kLanesWords blocks a row), on sm_90 (where it was
@@ -1362,8 +1331,12 @@ bool launch_grid_rows(const Plan& p, int32_t device, cudaStream_t stream) {
   if (blocks > 32 * (p.kind == Kind::layer ? kLayerLaneWords : rows::kLanesWords) ||
       cuda::compute_major(device) < 9)
     return false;
-  return p.kind == Kind::layer ? launch_grid_kernel<S, true>(p, blocks, device, stream)
-                               : launch_grid_kernel<S, false>(p, blocks, device, stream);
+  // Three words a block a row for the layer norm (Moments), one for the RMS norm.
+  return p.kind == Kind::layer
+             ? rows::launch_grid_groups<&grid_norm_kernel<S, true>, G::threads, G::smem>(
+                   p, blocks, 3, device, stream, "norm kernel launch")
+             : rows::launch_grid_groups<&grid_norm_kernel<S, false>, G::threads, G::smem>(
+                   p, blocks, 1, device, stream, "norm kernel launch");
 }
 
 // Runs the staged kernel when the rows fit it (16-bit and 32-bit types); false otherwise.

@@ -9,12 +9,15 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
 
 #include "core/ops/rows/reduce.cuh"
+#include "core/ops/rows/staged.cuh"
 #include "core/runtime/cuda/cluster_launch.hpp"
 #include "core/runtime/cuda/cuda_check.hpp"
 #include "core/runtime/grid_scratch.hpp"
@@ -151,6 +154,40 @@ auto with_grid_words(GridScratch& scratch, MemoryPool& pool, size_t bytes, cudaS
     scratch.tag = 0;
   }
   return launch(static_cast<unsigned long long*>(scratch.words), ++scratch.tag);
+}
+
+// Launches kKernel(plan, GridGroups) as a cooperative dependent launch of kThreads-thread blocks
+// with kSmem bytes of dynamic shared memory, `blocks` blocks a row and as many groups as the
+// device holds at once (up to a group a row), with `words` words a block a row from the plan's
+// scratch (Plan::grid, Plan::pool). The shared-memory attributes are set once a device. False
+// where a group does not fit on the device or the grid turns out not to fit at launch (the
+// caller's other kernels take the rows then).
+template <auto kKernel, int kThreads, size_t kSmem, class Plan>
+bool launch_grid_groups(const Plan& plan, int64_t blocks, int words, int32_t device,
+                        cudaStream_t stream, const char* what) {
+  static std::atomic<bool> prepared[64];
+  if (device < 0 || device >= 64) return false;
+  if (!prepared[device].load(std::memory_order_acquire)) {
+    cuda::check(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     static_cast<int>(kSmem)),
+                "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
+    cuda::check(cudaFuncSetAttribute(kKernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                     cudaSharedmemCarveoutMaxShared),
+                "cudaFuncSetAttribute(PreferredSharedMemoryCarveout)");
+    prepared[device].store(true, std::memory_order_release);
+  }
+  const int64_t groups =
+      std::min(resident_blocks(kKernel, kThreads, kSmem, 1, device) / blocks, plan.walk.rows);
+  if (groups < 1) return false;
+  const size_t bytes =
+      static_cast<size_t>(plan.walk.rows * blocks) * words * sizeof(unsigned long long);
+  return with_grid_words(
+      *plan.grid, *plan.pool, bytes, stream, [&](unsigned long long* scratch, unsigned tag) {
+        const GridGroups q{static_cast<int>(blocks), static_cast<int>(groups), scratch, tag};
+        return cuda::launch_cooperative_dependent(kKernel, device,
+                                                  dim3(static_cast<unsigned>(blocks * groups)),
+                                                  dim3(kThreads), kSmem, stream, what, plan, q);
+      });
 }
 
 }  // namespace kf::rows

@@ -1006,29 +1006,8 @@ bool launch_grid_rows(const Plan& p, int32_t device, cudaStream_t stream) {
   if (n * int64_t{sizeof(S)} < G::min_row_bytes || n % share != 0) return false;
   const int64_t blocks = n / share;
   if (blocks > 32 * rows::kLanesWords || cuda::compute_major(device) < 9) return false;
-  constexpr auto kernel = &grid_softmax_kernel<S>;
-  static std::atomic<bool> prepared[64];
-  if (device < 0 || device >= 64) return false;
-  if (!prepared[device].load(std::memory_order_acquire)) {
-    cuda::check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     static_cast<int>(G::smem)),
-                "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
-    cuda::check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                     cudaSharedmemCarveoutMaxShared),
-                "cudaFuncSetAttribute(PreferredSharedMemoryCarveout)");
-    prepared[device].store(true, std::memory_order_release);
-  }
-  const int64_t groups =
-      std::min(rows::resident_blocks(kernel, G::threads, G::smem, 1, device) / blocks, p.walk.rows);
-  if (groups < 1) return false;
-  const size_t bytes = static_cast<size_t>(p.walk.rows * blocks) * 2 * sizeof(unsigned long long);
-  return rows::with_grid_words(
-      *p.grid, *p.pool, bytes, stream, [&](unsigned long long* words, unsigned tag) {
-        const rows::GridGroups q{static_cast<int>(blocks), static_cast<int>(groups), words, tag};
-        return cuda::launch_cooperative_dependent(
-            kernel, device, dim3(static_cast<unsigned>(blocks * groups)), dim3(G::threads), G::smem,
-            stream, "softmax kernel launch", p, q);
-      });
+  return rows::launch_grid_groups<&grid_softmax_kernel<S>, G::threads, G::smem>(
+      p, blocks, 2, device, stream, "softmax kernel launch");
 }
 
 // Runs the staged kernel when the rows fit it (16-bit and 32-bit types); false otherwise.
