@@ -35,6 +35,9 @@ struct Plan {
 void run_cpu(const Plan& plan, ThreadPool& threads);
 
 #if defined(KF_WITH_CUDA)
+// Enqueues the op on native_stream (a cudaStream_t) of the current device; never synchronises.
+// Allocates only the grid-group kernel's scratch, stream-ordered from plan.pool (plan.grid's
+// words, kept for the stream's later launches; per call while the stream is being captured).
 void run_cuda(const Plan& plan, int32_t device_id, void* native_stream);
 #endif
 
