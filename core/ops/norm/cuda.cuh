@@ -997,14 +997,7 @@ constexpr auto resident_kernel() {
 // 81.7-81.8 / 81.5-81.7 -> 84.4-85.0 / 84.7-85.7 / 84.8-85.2, f16 77.3-77.4 / 79.0-79.1 /
 // 79.0-79.1 -> 79.9-80.2 / 82.0-82.2 / 82.3-82.9, bf16 78.9-79.2 / 80.0-80.1 / 80.9 -> 82.2 /
 // 82.9-83.1 / 84.7-84.8.
-struct GridPolicy {
-  static constexpr int threads = 512;
-  static constexpr int vectors = 4;  // 16-byte vectors a thread a row
-  static constexpr int ahead = 2;    // rows staged ahead of the one being reduced
-  static constexpr int slots = 3;    // ahead + the row being written
-  static constexpr int64_t min_row_bytes = 256 * 1024;
-  static constexpr size_t smem = size_t{slots} * vectors * threads * 16;  // 96 KiB
-};
+using rows::GridPolicy;
 
 // A part of a row for the layer norm: values whose mean is shift + d / (their count) and whose
 // sum of squared differences from that mean is m2.
@@ -1060,7 +1053,6 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
   using Vec = rows::Pack<S, V>;
   static_assert(sizeof(Vec) == sizeof(uint4), "a vector is 16 bytes");
   extern __shared__ __align__(16) unsigned char grid_bytes[];
-  Vec* const ring = reinterpret_cast<Vec*>(grid_bytes);
   __shared__ T warp_sums[2][kWords][kWarps];
   __shared__ T row_stats[2][3];  // rstd; the layer norm's shift and center * rstd
   const int group = static_cast<int>(blockIdx.x) / q.blocks;
@@ -1068,23 +1060,17 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
   if (group >= q.groups) return;
   const rows::Walk& w = p.walk;
   const int t = static_cast<int>(threadIdx.x), lane = t % 32, warp = t / 32;
+  const rows::GridRing<S, Vec> ring{reinterpret_cast<Vec*>(grid_bytes), t};
   const int64_t my_rows = (w.rows - group + q.groups - 1) / q.groups;
   const int64_t first = int64_t{rank} * G::vectors * G::threads * V;  // the block's first column
   const T count = static_cast<T>(w.row_length), eps = static_cast<T>(p.eps);
   const auto row_of = [&](int64_t i) { return group + i * q.groups; };
-  const auto x_row = [&](int64_t i) {
+  const auto x_row = [&](int64_t i) {  // the block's share of row i
     return static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, row_of(i)) + first;
   };
+  const auto stage = [&](int64_t i) { ring.stage(i, x_row(i)); };
   // [row][word][block]
   const auto words_of = [&](int64_t i) { return q.words + row_of(i) * kWords * q.blocks; };
-  const auto slot = [&](int64_t i) { return ring + (i % G::slots) * (G::vectors * G::threads); };
-  const auto stage = [&](int64_t i) {
-    const S* from = x_row(i);
-    Vec* to = slot(i);
-#pragma unroll
-    for (int k = 0; k < G::vectors; ++k)
-      async_copy::copy16(to + k * G::threads + t, from + (k * G::threads + t) * V);
-  };
   // bf16 vectors widened a word at a time on the FMA pipe (rows::widen_bf16_pairs) and narrowed
   // a pair an instruction (cvt.rn.bf16x2.f32). H200 A/B (2026-11-30 08:39Z, kf-bench, same call,
   // two passes), % of copy, bf16 rows of 131072 / 262144 / 524288: 76.2-76.3 / 77.7-77.9 / 77.6
@@ -1099,13 +1085,6 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
 #pragma unroll
       for (int e = 0; e < V; ++e) f[e] = Traits::to_compute(v.v[e]);
     }
-  };
-  const auto narrow = [](const auto& f) {  // generic: instantiated for bf16 only
-    unsigned w[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-      asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w[i]) : "f"(f[2 * i + 1]), "f"(f[2 * i]));
-    return make_uint4(w[0], w[1], w[2], w[3]);
   };
   const S* const weight_share =
       p.weight.data ? static_cast<const S*>(p.weight.data) + first : nullptr;
@@ -1140,7 +1119,7 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
     }
     if (i < my_rows) {                   // row i: this block's partial, published
       async_copy::wait<G::ahead - 1>();  // this thread's copies of row i have landed
-      const Vec* s = slot(i);
+      const Vec* s = ring.slot(i);
       T sum = 0;
 #pragma unroll
       for (int k = 0; k < G::vectors; ++k) {
@@ -1233,7 +1212,7 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
       }
       __syncthreads();
       const T rstd = row_stats[j & 1][0];
-      Vec* s = slot(j);
+      Vec* s = ring.slot(j);
       S* out = static_cast<S*>(p.out.data) + rows::row_offset_cold(w, p.out, row_of(j)) + first;
       const bool restage = i + G::ahead < my_rows;  // row i + 2 takes row j's slot
       const S* next = restage ? x_row(i + G::ahead) : nullptr;
@@ -1284,7 +1263,7 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
             }
 #pragma unroll
             for (int e = 0; e < V; ++e) y[e] = act(y[e], Prim{});
-            bits = narrow(y);
+            bits = rows::narrow_bf16_pairs(y);
           } else {
             Vec yv;
 #pragma unroll
@@ -1297,12 +1276,7 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
             }
             memcpy(&bits, &yv, sizeof bits);
           }
-          __stcs(reinterpret_cast<uint4*>(out + (k * G::threads + t) * V), bits);  // streamed
-          if (restage) {
-            uint4 read;
-            memcpy(&read, &hv, sizeof read);
-            rows::copy16_after_read(s + k * G::threads + t, next + (k * G::threads + t) * V, read);
-          }
+          ring.write(s, k, out, bits, restage, next, hv);
         }
       });
     } else if (i + G::ahead < my_rows) {
@@ -1324,13 +1298,10 @@ bool launch_grid_rows(const Plan& p, int32_t device, cudaStream_t stream) {
   if (p.residual.data || (p.kind == Kind::rms && p.bias.data) || !p.dense || p.pool == nullptr ||
       p.grid == nullptr)
     return false;
-  const int64_t n = p.walk.row_length;
-  const int64_t share = int64_t{G::vectors} * G::threads * (16 / int64_t{sizeof(S)});
-  if (n * int64_t{sizeof(S)} < G::min_row_bytes || n % share != 0) return false;
-  const int64_t blocks = n / share;
-  if (blocks > 32 * (p.kind == Kind::layer ? kLayerLaneWords : rows::kLanesWords) ||
-      cuda::compute_major(device) < 9)
-    return false;
+  const int64_t blocks =
+      rows::grid_blocks_a_row(p.walk.row_length, sizeof(S),
+                              32 * (p.kind == Kind::layer ? kLayerLaneWords : rows::kLanesWords));
+  if (blocks == 0 || cuda::compute_major(device) < 9) return false;
   // Three words a block a row for the layer norm (Moments), one for the RMS norm.
   return p.kind == Kind::layer
              ? rows::launch_grid_groups<&grid_norm_kernel<S, true>, G::threads, G::smem>(

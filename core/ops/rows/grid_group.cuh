@@ -16,6 +16,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "core/ops/async_copy.cuh"
 #include "core/ops/rows/reduce.cuh"
 #include "core/ops/rows/staged.cuh"
 #include "core/runtime/cuda/cluster_launch.hpp"
@@ -27,6 +28,29 @@ namespace kf::rows {
 
 // Words a lane of the reading warp holds: up to 32 * kLanesWords blocks a group.
 inline constexpr int kLanesWords = 4;
+
+// The grid-group kernels' shape (norm/cuda.cuh, softmax/cuda.cuh): 512-thread blocks, two an SM,
+// each owning `vectors` 16-byte vectors a thread of every row of its group (32 KiB a block a row),
+// with a ring of `slots` shared-memory slots, `ahead` rows staged ahead of the one being reduced.
+struct GridPolicy {
+  static constexpr int threads = 512;
+  static constexpr int vectors = 4;  // 16-byte vectors a thread a row
+  static constexpr int ahead = 2;    // rows staged ahead of the one being reduced
+  static constexpr int slots = 3;    // ahead + the row being written
+  static constexpr int64_t min_row_bytes = 256 * 1024;
+  static constexpr int64_t share_bytes = int64_t{vectors} * threads * 16;  // a block's, a row
+  static constexpr size_t smem = size_t{slots} * vectors * threads * 16;   // 96 KiB
+};
+
+// The blocks a row of `row_length` elements of `element_bytes` each takes in a grid-group kernel:
+// 0 where the rows are shorter than GridPolicy::min_row_bytes, not a whole number of the blocks'
+// shares, or more than max_blocks shares.
+inline int64_t grid_blocks_a_row(int64_t row_length, int64_t element_bytes, int64_t max_blocks) {
+  const int64_t bytes = row_length * element_bytes;
+  if (bytes < GridPolicy::min_row_bytes || bytes % GridPolicy::share_bytes != 0) return 0;
+  const int64_t blocks = bytes / GridPolicy::share_bytes;
+  return blocks <= max_blocks ? blocks : 0;
+}
 
 // A launch's groups: `blocks` blocks a row, `groups` groups (group q takes rows q, q + groups,
 // ...), and `words`, a word per row and block ([row][block]), whose high halves are not `tag` when
@@ -101,6 +125,50 @@ __device__ __forceinline__ void copy16_after_read(void* to, const void* from, co
   const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(to));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(address), "l"(from), "r"(read.x),
                "r"(read.y), "r"(read.z), "r"(read.w));
+}
+
+// A block's ring of staged rows (GridPolicy), over 16-byte vectors of S: row i's share in slot
+// i % slots. Each thread copies and reads back only its own vectors (k * threads + t), so the
+// ring needs no barrier.
+template <class S, class Vec>
+struct GridRing {
+  static_assert(sizeof(Vec) == 16, "16-byte vectors");
+  static constexpr int V = 16 / sizeof(S);
+  Vec* ring;
+  int t;  // this thread
+
+  __device__ __forceinline__ Vec* slot(int64_t i) const {
+    return ring + (i % GridPolicy::slots) * (GridPolicy::vectors * GridPolicy::threads);
+  }
+  // Copies this thread's vectors of the share at `from` (cp.async) into row i's slot.
+  __device__ __forceinline__ void stage(int64_t i, const S* from) const {
+    Vec* to = slot(i);
+#pragma unroll
+    for (int k = 0; k < GridPolicy::vectors; ++k)
+      async_copy::copy16(to + k * GridPolicy::threads + t,
+                         from + (k * GridPolicy::threads + t) * V);
+  }
+  // Streams `bits` to this thread's vector k of the output share `out`, then, with `restage`,
+  // copies the slot's vector k again from the share at `next` (`read`: that vector, just read).
+  __device__ __forceinline__ void write(Vec* slot, int k, S* out, uint4 bits, bool restage,
+                                        const S* next, const Vec& read) const {
+    __stcs(reinterpret_cast<uint4*>(out + (k * GridPolicy::threads + t) * V), bits);  // streamed
+    if (restage) {
+      uint4 words;
+      memcpy(&words, &read, sizeof words);
+      copy16_after_read(slot + k * GridPolicy::threads + t,
+                        next + (k * GridPolicy::threads + t) * V, words);
+    }
+  }
+};
+
+// Eight floats narrowed to bf16 a pair an instruction (cvt.rn.bf16x2.f32), as a 16-byte vector.
+__device__ __forceinline__ uint4 narrow_bf16_pairs(const float (&f)[8]) {
+  unsigned w[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w[i]) : "f"(f[2 * i + 1]), "f"(f[2 * i]));
+  return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
 // A 16-byte load through the read-only path, kept in program order with the other volatile asm

@@ -805,14 +805,7 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
 // 524288 62.7-63.1 / 60.4-60.7 -> 57.1 / 57.0-57.1; where they do not (f32 rows of 524288, which
 // fell to the streaming kernel) it took 19.7 -> 54.1-54.5. Why this form runs so far below the
 // probe's was not found.
-struct GridPolicy {
-  static constexpr int threads = 512;
-  static constexpr int vectors = 4;  // 16-byte vectors a thread a row
-  static constexpr int ahead = 2;    // rows staged ahead of the one being reduced
-  static constexpr int slots = 3;    // ahead + the row being written
-  static constexpr int64_t min_row_bytes = 256 * 1024;
-  static constexpr size_t smem = size_t{slots} * vectors * threads * 16;  // 96 KiB
-};
+using rows::GridPolicy;
 
 // (m, s) <- the pair of (m, s) and (om, os), each a maximum and a sum of exp about it: the larger
 // maximum, each sum rescaled to it (nothing from a side that saw only -inf). Commutative to the
@@ -843,7 +836,6 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
   using Vec = rows::Pack<S, V>;
   static_assert(sizeof(Vec) == sizeof(uint4), "a vector is 16 bytes");
   extern __shared__ __align__(16) unsigned char grid_bytes[];
-  Vec* const ring = reinterpret_cast<Vec*>(grid_bytes);
   __shared__ T warp_max[2][kWarps], warp_sum[2][kWarps];
   __shared__ T row_max[2], row_factor[2];  // the maximum; 1 / sum (log-softmax: max + log sum)
   const int group = static_cast<int>(blockIdx.x) / q.blocks;
@@ -851,24 +843,18 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
   if (group >= q.groups) return;
   const rows::Walk& w = p.walk;
   const int t = static_cast<int>(threadIdx.x), lane = t % 32, warp = t / 32;
+  const rows::GridRing<S, Vec> ring{reinterpret_cast<Vec*>(grid_bytes), t};
   const int64_t my_rows = (w.rows - group + q.groups - 1) / q.groups;
   const int64_t first = int64_t{rank} * G::vectors * G::threads * V;  // the block's first column
   const T scale = static_cast<T>(p.scale), minus_inf = st::negative_infinity<T>();
   const auto row_of = [&](int64_t i) { return group + i * q.groups; };
-  const auto x_row = [&](int64_t i) {
+  const auto x_row = [&](int64_t i) {  // the block's share of row i
     return static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, row_of(i)) + first;
   };
+  const auto stage = [&](int64_t i) { ring.stage(i, x_row(i)); };
   // Two words a block a row: [row][maximum, sum][block].
   const auto words_of = [&](int64_t i) { return q.words + row_of(i) * 2 * q.blocks; };
-  const auto slot = [&](int64_t i) { return ring + (i % G::slots) * (G::vectors * G::threads); };
-  const auto stage = [&](int64_t i) {
-    const S* from = x_row(i);
-    Vec* to = slot(i);
-#pragma unroll
-    for (int k = 0; k < G::vectors; ++k)
-      async_copy::copy16(to + k * G::threads + t, from + (k * G::threads + t) * V);
-  };
-  constexpr bool kPairs = std::is_same_v<S, math::bfloat16_t>;  // as grid_rms_kernel
+  constexpr bool kPairs = std::is_same_v<S, math::bfloat16_t>;  // as grid_norm_kernel
   const auto logits = [&](const Vec& v, T(&f)[V]) {
     if constexpr (kPairs) {
       rows::widen_bf16_pairs(v, f);
@@ -894,7 +880,7 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
     }
     if (i < my_rows) {                   // row i: this block's (maximum, sum of exp), published
       async_copy::wait<G::ahead - 1>();  // this thread's copies of row i have landed
-      const Vec* s = slot(i);
+      const Vec* s = ring.slot(i);
       T v[G::vectors][V];
       T m = minus_inf;
 #pragma unroll
@@ -948,7 +934,7 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
       }
       __syncthreads();
       const T m = row_max[j & 1], factor = row_factor[j & 1];
-      Vec* s = slot(j);
+      Vec* s = ring.slot(j);
       S* out = static_cast<S*>(p.out.data) + rows::row_offset_cold(w, p.out, row_of(j)) + first;
       const bool restage = i + G::ahead < my_rows;  // row i + 2 takes row j's slot
       const S* next = restage ? x_row(i + G::ahead) : nullptr;
@@ -966,23 +952,14 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
         }
         uint4 bits;
         if constexpr (kPairs) {
-          unsigned b[4];
-#pragma unroll
-          for (int h = 0; h < 4; ++h)
-            asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(b[h]) : "f"(y[2 * h + 1]), "f"(y[2 * h]));
-          bits = make_uint4(b[0], b[1], b[2], b[3]);
+          bits = rows::narrow_bf16_pairs(y);
         } else {
           Vec yv;
 #pragma unroll
           for (int e = 0; e < V; ++e) yv.v[e] = Traits::from_compute(y[e]);
           memcpy(&bits, &yv, sizeof bits);
         }
-        __stcs(reinterpret_cast<uint4*>(out + (k * G::threads + t) * V), bits);  // streamed
-        if (restage) {
-          uint4 read;
-          memcpy(&read, &xv, sizeof read);
-          rows::copy16_after_read(s + k * G::threads + t, next + (k * G::threads + t) * V, read);
-        }
+        ring.write(s, k, out, bits, restage, next, xv);
       }
     } else if (i + G::ahead < my_rows) {
       stage(i + G::ahead);
@@ -991,21 +968,16 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
   }
 }
 
-// Runs the grid-group kernel where it takes the rows: no mask and no causal rule, f32 and 16-bit
-// rows of at least GridPolicy::min_row_bytes that are a whole number of its blocks' shares (up to
-// 32 * rows::kLanesWords blocks a row), on sm_90, when a group fits on the device at once and
-// the plan carries the scratch (Plan::pool, Plan::grid); false otherwise (and where the grid
-// turns out not to fit at launch). The caller has checked that the rows are dense and 16-byte
-// aligned and that rows < kMaxColdRows.
+// grid_softmax_kernel for rows without a mask or the causal rule, on the terms of the norms'
+// grid-group rows (norm/cuda.cuh, launch_grid_rows; up to 32 * rows::kLanesWords blocks a row).
+// False where it does not take them.
 template <class S>
 bool launch_grid_rows(const Plan& p, int32_t device, cudaStream_t stream) {
   using G = GridPolicy;
   if (p.mask.data || p.causal || !p.dense || p.pool == nullptr || p.grid == nullptr) return false;
-  const int64_t n = p.walk.row_length;
-  const int64_t share = int64_t{G::vectors} * G::threads * (16 / int64_t{sizeof(S)});
-  if (n * int64_t{sizeof(S)} < G::min_row_bytes || n % share != 0) return false;
-  const int64_t blocks = n / share;
-  if (blocks > 32 * rows::kLanesWords || cuda::compute_major(device) < 9) return false;
+  const int64_t blocks =
+      rows::grid_blocks_a_row(p.walk.row_length, sizeof(S), 32 * rows::kLanesWords);
+  if (blocks == 0 || cuda::compute_major(device) < 9) return false;
   return rows::launch_grid_groups<&grid_softmax_kernel<S>, G::threads, G::smem>(
       p, blocks, 2, device, stream, "softmax kernel launch");
 }
