@@ -80,17 +80,21 @@ if [[ -n $SANITIZER ]] && ((build_rc == 0)); then
   rm -rf "$SAN_DIR" && mkdir -p "$SAN_DIR"
   mapfile -t cuda_tests < <(find "$BUILD/tests" -type f -perm -u+x -name '*_cuda' | sort)
   # One entry per run: SHARDS TOOL BINARY [ARGS...] (SHARDS > 1: a GoogleTest shard, see below).
-  # racecheck (shared-memory hazards) covers the op tests; its slowest binaries, the row kernels'
-  # tests, run in eight shards each and go first.
+  # The longest runs go first, so that none starts late and ends the step: memcheck over the row
+  # kernels' tests (172 s and 96 s at 2026-11-30 12:21Z, unsharded, as the 35th and 39th of 41
+  # runs), then racecheck (shared-memory hazards) over the op tests, the row kernels' tests in
+  # eight shards each, then the other memcheck runs.
+  row_tests() { [[ $1 == */ops/norm_* || $1 == */ops/softmax_* ]]; }
+  for bin in "${cuda_tests[@]}"; do row_tests "$bin" && san_runs+=("- memcheck $bin"); done
   for bin in "${cuda_tests[@]}"; do
-    if [[ $bin == */ops/norm_* || $bin == */ops/softmax_* ]]; then
+    if row_tests "$bin"; then
       for shard in 0 1 2 3 4 5 6 7; do san_runs+=("$shard/8 racecheck $bin"); done
     fi
   done
   for bin in "${cuda_tests[@]}"; do
-    [[ $bin == */ops/* && $bin != */ops/norm_* && $bin != */ops/softmax_* ]] && san_runs+=("- racecheck $bin")
+    [[ $bin == */ops/* ]] && ! row_tests "$bin" && san_runs+=("- racecheck $bin")
   done
-  for bin in "${cuda_tests[@]}"; do san_runs+=("- memcheck $bin"); done
+  for bin in "${cuda_tests[@]}"; do row_tests "$bin" || san_runs+=("- memcheck $bin"); done
   # kf-bench's smoke run: odd shapes, bias broadcast, every float dtype, on the GPU.
   [[ -x $BUILD/bench/kf-bench ]] && san_runs+=("- memcheck $BUILD/bench/kf-bench --quick --cuda")
   # API errors are not counted: the tests provoke some on purpose (out of memory, bad device),
