@@ -47,14 +47,14 @@ struct Relu {
   }
 };
 
-// x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)), evaluated as h + h erf(x / sqrt 2) with h = x / 2:
-// one fused multiply-add where the product form takes an add and a multiply.
+// x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)), evaluated as h + h erf(x / sqrt 2) with h = x / 2
+// (P::times_one_plus_erf): one fused multiply-add where the product form takes an add and a
+// multiply.
 struct Gelu {
   static constexpr Activation id = Activation::gelu;
   template <class T, class P = Precise>
   KF_HOST_DEVICE T operator()(T x, P = {}) const {
-    const T h = T(0.5) * x;
-    return h + h * P::erf_over_sqrt2(x);
+    return P::times_one_plus_erf(T(0.5) * x, x);
   }
 };
 

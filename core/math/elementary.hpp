@@ -137,6 +137,11 @@ struct Precise {
   static KF_HOST_DEVICE T erf_over_sqrt2(T x) {
     return erf_of(x * T(0.70710678118654752440));
   }
+  // h (1 + erf(x / sqrt 2)) for h = c x with c > 0 (GELU is this with c = 1/2).
+  template <class T>
+  static KF_HOST_DEVICE T times_one_plus_erf(T h, T x) {
+    return h + h * erf_over_sqrt2(x);
+  }
   template <class T>
   static KF_HOST_DEVICE T tanh(T x) {
     return tanh_of(x);
@@ -189,11 +194,12 @@ struct HalfStorage {
   };
   // e^x = 2^(x log2 e): NaN stays NaN, -inf gives +0, results below 2^-126 flush to 0.
   static KF_HOST_DEVICE float exp(float x) { return hw::exp2_approx_ftz(x * 1.44269504088896341f); }
-  // erf(x / sqrt 2) by Abramowitz & Stegun 7.1.26: erf|z| = 1 - t (a1 + t (a2 + ... a5 t))
-  // e^(-z^2) with t = 1 / (1 + p|z|), absolute error <= 1.5e-7, about 14 instructions against 22
+  // |erf(x / sqrt 2)| by Abramowitz & Stegun 7.1.26: erf|z| = 1 - t (a1 + t (a2 + ... a5 t))
+  // e^(-z^2) with t = 1 / (1 + p|z|), absolute error <= 1.5e-7, about 13 instructions against 22
   // for the rational form (no clamps: t -> 0 and e^(-z^2) -> 0 do it). The 1 / sqrt 2 is folded
-  // into p and into the exponent's constant, so z itself is never formed. NaN propagates.
-  static KF_HOST_DEVICE float erf_over_sqrt2(float x) {
+  // into p and into the exponent's constant, so z itself is never formed; the last step is one
+  // fused multiply-add. NaN propagates.
+  static KF_HOST_DEVICE float abs_erf_over_sqrt2(float x) {
     constexpr float kP = 0.3275911f * 0.70710678118654752f;     // p / sqrt 2
     constexpr float kHalfLog2e = -0.5f * 1.44269504088896341f;  // -log2(e) / 2
     const float t = hw::rcp_approx_ftz(1.0f + kP * fabsf(x));
@@ -203,13 +209,24 @@ struct HalfStorage {
     p = p * t + -0.284496736f;
     p = p * t + 0.254829592f;
     const float e = hw::exp2_approx_ftz(x * (x * kHalfLog2e));  // e^(-x^2 / 2)
-    return copysignf(1.0f - p * t * e, x);
+    return fmaf(-(p * t), e, 1.0f);
+  }
+  static KF_HOST_DEVICE float erf_over_sqrt2(float x) {
+    return copysignf(abs_erf_over_sqrt2(x), x);
+  }
+  // h (1 + erf(x / sqrt 2)) for h = c x with c > 0: h has x's sign, so h erf(x / sqrt 2) is
+  // |h| |erf(x / sqrt 2)|, one fused multiply-add without the sign's copy.
+  static KF_HOST_DEVICE float times_one_plus_erf(float h, float x) {
+    return fmaf(fabsf(h), abs_erf_over_sqrt2(x), h);
   }
   static KF_HOST_DEVICE float tanh(float x) { return host_float::tanh_rational(x, FastDivide{}); }
   static KF_HOST_DEVICE float divide(float a, float b) { return FastDivide{}(a, b); }
 #else
   static KF_HOST_DEVICE float exp(float x) { return exp_of(x); }
   static KF_HOST_DEVICE float erf_over_sqrt2(float x) { return erf_of(x * 0.70710678118654752f); }
+  static KF_HOST_DEVICE float times_one_plus_erf(float h, float x) {
+    return h + h * erf_over_sqrt2(x);
+  }
   static KF_HOST_DEVICE float tanh(float x) { return tanh_of(x); }
   static KF_HOST_DEVICE float divide(float a, float b) { return a / b; }
 #endif

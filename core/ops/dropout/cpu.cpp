@@ -40,7 +40,7 @@ void run_range(const Plan& p, int64_t begin, int64_t end) {
   using T = math::compute_t<S>;
   const S* x = static_cast<const S*>(p.x);
   S* out = static_cast<S*>(p.out);
-  const T scale = static_cast<T>(p.scale);
+  const T half_scale = static_cast<T>(p.scale / 2);  // kept_value's
   RandomWords random(p);
 
   // Odometer over the plan's dims, innermost last.
@@ -58,9 +58,9 @@ void run_range(const Plan& p, int64_t begin, int64_t end) {
     const bool kept = random.keep(i);
     // Dropped elements are exactly 0 whatever x holds (a NaN or inf input too): a select, not a
     // multiply by the mask.
-    out[out_offset] = kept
-                          ? Traits::from_compute(kept_value(Traits::to_compute(x[x_offset]), scale))
-                          : Traits::from_compute(T(0));
+    out[out_offset] =
+        kept ? Traits::from_compute(kept_value(Traits::to_compute(x[x_offset]), half_scale))
+             : Traits::from_compute(T(0));
     if (p.mask) p.mask[mask_offset] = kept ? 1 : 0;
     ++index[inner];
     x_offset += p.x_strides[inner];

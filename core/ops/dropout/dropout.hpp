@@ -45,13 +45,14 @@ struct Plan {
   uint8_t* mask = nullptr;  // nullable; 1 = kept
 };
 
-// The value of a kept element: gelu(x) * scale, computed in T (the compute type). P: the
-// primitives of erf (math::Precise, or math::HalfStorage's shorter erf where the result is
-// rounded to f16 or bf16, as the element-wise GELU kernels do).
+// The value of a kept element, gelu(x) * scale, computed in T. The scale rides in GELU's half:
+// with h = (scale / 2) x, it is h (1 + erf(x / sqrt 2)) (math::Gelu's form), one multiply an
+// element fewer than scaling gelu(x). half_scale = scale / 2, exact in every type (a power-of-two
+// factor). P: the primitives of erf (math::Precise, or math::HalfStorage's shorter erf where the
+// result is rounded to f16 or bf16, as the element-wise GELU kernels do).
 template <class T, class P = math::Precise>
-KF_HOST_DEVICE T kept_value(T x, T scale, P primitives = {}) {
-  const T activated = math::Gelu{}(x, primitives);
-  return activated * scale;
+KF_HOST_DEVICE T kept_value(T x, T half_scale, P = {}) {
+  return P::times_one_plus_erf(half_scale * x, x);
 }
 
 void run_cpu(const Plan& plan, ThreadPool& threads);
