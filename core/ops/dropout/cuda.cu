@@ -5,23 +5,25 @@
 // mask, drawing one Philox block (four numbers) per four elements; the few elements after the
 // last whole vector are done one by one. Everything else runs the strided kernel, one Philox
 // block per thread and per four consecutive row-major indices. The vector kernel gives each block
-// an equal contiguous share of a grid of four (f32, f64) or eight (16-bit) waves of resident
+// an equal contiguous share of a grid of six (f32), four (f64) or eight (16-bit) waves of resident
 // blocks (VectorPolicy::waves); f32 and f64 stage x through shared memory, three groups ahead
 // (VectorPolicy::staged). The strided kernel runs one full wave. Launches are asynchronous: no
 // allocation, no synchronisation.
 //
 // Cost: the 16-bit kernels are bound by instruction issue, not memory, on an H200. Per four
 // elements they draw one Philox-4x32-10 block (10 rounds of two 32x32->64 multiplies and two 3-way
-// XORs, ~45 instructions with the key schedule read from the kernel's parameters) and evaluate
+// XORs, ~37 instructions with the key schedule read from the kernel's parameters) and evaluate
 // four GELUs (erf: CUDA's erff for f32 and f64, math::HalfStorage's shorter one for f16/bf16). A
-// 16-byte vector of f16 is eight elements: the loop body is 250 instructions a vector (SASS,
-// sm_90), against ~330 issue slots that an H200's memory system leaves per vector at the copy rate.
-// It was 273 until three cuts: dropout's scale rides in GELU's half (kept_value), the Philox block
-// indices take 32 bits (Rng::draw4), and HalfStorage's GELU ends in one fused multiply-add
-// without the sign's copy (times_one_plus_erf). H200 A/B (2026-11-30 14:11Z, kf-bench `--suite
-// ops`, a39c12d's library against these in the same call, two passes), p = 0.1 with a mask, % of
-// copy, f32 / f16 / bf16: 86.8-86.9 / 75.5-75.6 / 73.9-74.1 -> 87.7 / 80.0 / 77.9-78.0; the
-// loop bodies (SASS) f32 210 -> 206, f16 273 -> 250, bf16 275 -> 255 instructions.
+// 16-byte vector of f16 is eight elements: the loop body is 243 instructions a vector (SASS,
+// sm_90), against ~330 issue slots that an H200's memory system leaves per vector at the copy rate;
+// Nsight Compute (H200, 14:14Z) saw the issue slots 69-71 % busy with 5.3 eligible warps a
+// scheduler, and no pipe above 60 %. It was 273 until three cuts (the loop at 250 then): dropout's
+// scale rides in GELU's half (kept_value), the Philox block indices take 32 bits (Rng::draw4), and
+// HalfStorage's GELU ends in one fused multiply-add without the sign's copy (times_one_plus_erf).
+// H200 A/B (2026-11-30 14:11Z, kf-bench `--suite ops`, a39c12d's library against these in the same
+// call, two passes), p = 0.1 with a mask, % of copy, f32 / f16 / bf16: 86.8-86.9 / 75.5-75.6
+// / 73.9-74.1 -> 87.7 / 80.0 / 77.9-78.0; the loop bodies (SASS) f32 210 -> 206, f16 273 -> 250,
+// bf16 275 -> 255 instructions.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -42,8 +44,17 @@ namespace {
 template <class S>
 struct VectorPolicy {
   static constexpr int threads = 256;
-  // 16-bit types hold two Philox blocks per thread: 40 registers instead of 32, so no spills.
-  static constexpr int min_blocks_per_sm = sizeof(S) == 8 ? 4 : sizeof(S) == 2 ? 6 : 8;
+  // The blocks an SM the kernel is compiled for (its register budget): f32 6 (40 registers), f16
+  // and bf16 5 (48), f64 4. More registers cost the loop fewer instructions (f32 206 -> 197, f16
+  // 250 -> 243, bf16 255 -> 248, SASS) than the warps they take away. H200 A/B (2026-11-30
+  // 14:16Z and 14:19Z, kf-bench `--suite ops`, one library switching the policy, same call, two
+  // passes), p = 0.1 with a mask, % of copy: f32 at 8 / 6 / 5 / 4 blocks (4 waves) 87.2-87.4 /
+  // 88.2-88.4 / 88.1 / 88.0-88.3, and at 6 blocks in 2 / 3 / 4 / 6 / 8 / 16 waves 85.0-85.2 /
+  // 87.3-87.5 / 88.1 / 88.6-88.7 / 87.4-87.6 / 82.7-82.9; f16 / bf16 at 8 / 6 / 5 / 4 blocks (8
+  // waves) 78.9-79.1 / 77.6-77.7, 79.7-79.8 / 77.5-77.8, 80.8-80.9 / 80.3, 79.5-79.6 / 79.7-79.9,
+  // and at 5 blocks in 4 / 6 / 8 / 12 / 16 waves 80.7-80.8 / 80.1-80.2, 80.2-80.3 / 79.5-79.8,
+  // 81.0 / 80.5, 80.0-80.3 / 79.5, 79.4-79.6 / 78.6-78.8.
+  static constexpr int min_blocks_per_sm = sizeof(S) == 8 ? 4 : sizeof(S) == 2 ? 5 : 6;
   // Elements per thread per iteration: a 16-byte vector of x, and at least one Philox block.
   static constexpr int elements = 16 / static_cast<int>(sizeof(S)) > 4
                                       ? 16 / static_cast<int>(sizeof(S))
@@ -55,8 +66,9 @@ struct VectorPolicy {
   // thread: 1: 79.1 / 84.5 / 83.8; 2: 84.4 / 86.4 / 85.8; 4: 91.5 / 88.0 / 87.1; 8: 93.1 / 89.4 /
   // 88.5; 16: 94.8 / 88.5 / 87.6; one pass: 95.8 / 80.7 / 79.0. One wave leaves the SMs short of
   // warps at the end of the launch; why 16-bit elements (two Philox blocks a thread) lose in one
-  // pass is not established. f64 (one Philox block a thread, as f32; not benchmarked) takes f32's.
-  static constexpr int waves = sizeof(S) == 2 ? 8 : 4;
+  // pass is not established. On an H200 f32 takes 6 waves (the A/B above). f64 (one Philox block
+  // a thread, as f32; not benchmarked) keeps 4.
+  static constexpr int waves = sizeof(S) == 2 ? 8 : sizeof(S) == 4 ? 6 : 4;
   // Whether x is staged through shared memory (cp.async, three stages) rather than loaded by
   // each thread before its work; staging needs a grid of waves, each thread working through
   // several groups. kf-bench, same calls, % of copy f32 / f16 / bf16: H200 (2026-11-27 03:50Z
