@@ -14,7 +14,7 @@
 // elements they draw one Philox-4x32-10 block (10 rounds of two 32x32->64 multiplies and two 3-way
 // XORs, ~37 instructions with the key schedule read from the kernel's parameters) and evaluate
 // four GELUs (erf: CUDA's erff for f32 and f64, math::HalfStorage's shorter one for f16/bf16). A
-// 16-byte vector of f16 is eight elements: the loop body is 243 instructions a vector (SASS,
+// 16-byte vector of f16 is eight elements: the loop body is 235 instructions a vector (SASS,
 // sm_90), against ~330 issue slots that an H200's memory system leaves per vector at the copy rate;
 // Nsight Compute (H200, 14:14Z) saw the issue slots 69-71 % busy with 5.3 eligible warps a
 // scheduler, and no pipe above 60 %. It was 273 until three cuts (the loop at 250 then): dropout's
@@ -28,6 +28,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "core/ops/async_copy.cuh"
 #include "core/ops/dropout/dropout.hpp"
@@ -106,7 +107,7 @@ struct Rng {
   // are the same for every block, computed once a thread.
   template <class Block>
   __device__ __forceinline__ void draw4(Block block, bool kept[4]) const {
-    const math::PhiloxWords words = math::philox_block(keys, offset, uint64_t{block});
+    const math::PhiloxWords words = math::philox_block(keys, offset, static_cast<uint64_t>(block));
 #pragma unroll
     for (int e = 0; e < 4; ++e) kept[e] = words.v[e] > keep_above;
   }
@@ -180,9 +181,15 @@ union Group {
 // kDraws: keep_threshold > 0, a separate instantiation. With keep4's uniform branch in the loop,
 // the two paths' decisions met as bytes: each was selected to 0 or 1, sign-extended and compared
 // again before its select and its mask bit (three instructions an element, SASS, sm_90).
-// kWideBlocks: the launch draws 2^32 Philox blocks or more (64 GiB of f32), whose indices take
-// 64 bits; the others index them in 32 (Rng::draw4).
-template <class Policy, class S, bool kDraws, bool kWideBlocks = false>
+// kWide: the launch's groups or Philox blocks reach 2^31 (8 GiB of f32 elements), indexed in 64
+// bits. The others index groups and blocks in 32: each pointer is one wide multiply-add from the
+// group index instead of a 64-bit increment a step, and Rng::draw4 folds its first rounds. H200
+// A/B (2026-11-30 14:22Z, kf-bench `--suite ops`, 6c12484's library against this, same call,
+// three passes), p = 0.1 with a mask, % of copy, f32 / f16 / bf16: 88.5-88.9 / 80.6-80.9 /
+// 80.0-80.3 -> 90.1-90.3 / 84.7-85.0 / 80.8-81.0; the loop bodies (SASS) f32 197 -> 190, f16
+// 243 -> 235, bf16 248 -> 243 instructions, f16 at 40 registers instead of 46. The 64-bit form
+// is the one every size used before; no test reaches 2^31 groups (17 GiB of f16 input).
+template <class Policy, class S, bool kDraws, bool kWide>
 __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
     vector_kernel(VectorArgs<S> args) {
   cuda::wait_prior_grid();  // a dependent launch: nothing global is touched before this
@@ -204,16 +211,17 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
 
   // Block b owns groups [b * per_block, (b + 1) * per_block), so every block has the same share;
   // thread t takes groups t, t + threads, ... of it.
-  const int64_t end = std::min(args.groups, int64_t{blockIdx.x + 1} * args.per_block);
-  const auto finish = [&](int64_t g, Group<S, kElements>& v) {
+  using Index = std::conditional_t<kWide, int64_t, uint32_t>;
+  const Index end =
+      static_cast<Index>(std::min(args.groups, int64_t{blockIdx.x + 1} * args.per_block));
+  // Element offsets of group g's operands, in 64 bits either way.
+  const auto at = [](Index g, int per_group) { return static_cast<uint64_t>(g) * per_group; };
+  const auto finish = [&](Index g, Group<S, kElements>& v) {
     uint32_t mask_bits[kElements / 4];  // one byte per element, little-endian
 #pragma unroll
     for (int b = 0; b < kElements / 4; ++b) {
       bool kept[4] = {true, true, true, true};
-      if constexpr (kDraws && kWideBlocks)
-        args.rng.draw4(static_cast<uint64_t>(g) * (kElements / 4) + b, kept);
-      else if constexpr (kDraws)
-        args.rng.draw4(static_cast<uint32_t>(g) * (kElements / 4) + b, kept);
+      if constexpr (kDraws) args.rng.draw4(g * Index{kElements / 4} + b, kept);
       mask_bits[b] = 0;
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
@@ -222,15 +230,15 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
       }
     }
 #pragma unroll
-    for (int k = 0; k < kVectors; ++k) out[g * kVectors + k] = v.raw[k];
-    if (args.mask) store_mask(args.mask + g * kElements, mask_bits);
+    for (int k = 0; k < kVectors; ++k) out[at(g, kVectors) + k] = v.raw[k];
+    if (args.mask) store_mask(args.mask + at(g, kElements), mask_bits);
   };
-  int64_t g = int64_t{blockIdx.x} * args.per_block + threadIdx.x;
+  Index g = static_cast<Index>(int64_t{blockIdx.x} * args.per_block + threadIdx.x);
   if constexpr (!Policy::staged) {
     for (; g < end; g += Policy::threads) {
       Group<S, kElements> v;
 #pragma unroll
-      for (int k = 0; k < kVectors; ++k) v.raw[k] = x[g * kVectors + k];
+      for (int k = 0; k < kVectors; ++k) v.raw[k] = x[at(g, kVectors) + k];
       finish(g, v);
     }
   } else {
@@ -240,17 +248,18 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
     // no block barrier is needed.
     __shared__ uint4 stage[kStages][kVectors][Policy::threads];
     async_copy::pipelined<kStages>(
-        g, end, int64_t{Policy::threads},
-        [&](int64_t at, int slot) {
+        g, end, Index{Policy::threads},
+        [&](Index ahead, int slot) {
 #pragma unroll
           for (int k = 0; k < kVectors; ++k)
-            async_copy::copy16_if(&stage[slot][k][threadIdx.x], x + at * kVectors + k, at < end);
+            async_copy::copy16_if(&stage[slot][k][threadIdx.x], x + at(ahead, kVectors) + k,
+                                  ahead < end);
         },
-        [&](int64_t at, int slot) {
+        [&](Index now, int slot) {
           Group<S, kElements> v;
 #pragma unroll
           for (int k = 0; k < kVectors; ++k) v.raw[k] = stage[slot][k][threadIdx.x];
-          finish(at, v);
+          finish(now, v);
         });
   }
 }
@@ -330,11 +339,14 @@ void launch_vector(const Plan& p, const Target& t) {
       grid_size(work, Policy::threads, t.sms, Policy::waves * Policy::min_blocks_per_sm);
   args.per_block =
       (args.groups + grid * Policy::threads - 1) / (grid * Policy::threads) * Policy::threads;
-  // Philox blocks drawn: one per four elements of the whole groups.
-  const bool wide_blocks = args.groups * (Policy::elements / 4) > int64_t{UINT32_MAX};
-  const auto kernel = args.rng.keep_threshold == 0 ? vector_kernel<Policy, S, false>
-                      : wide_blocks                ? vector_kernel<Policy, S, true, true>
-                                                   : vector_kernel<Policy, S, true>;
+  // The Philox blocks drawn (one per four elements of the whole groups), as many as the groups
+  // or more: 64-bit indices from 2^31 on (vector_kernel's kWide).
+  const bool wide = args.groups * (Policy::elements / 4) >= (int64_t{1} << 31);
+  const bool draws = args.rng.keep_threshold != 0;
+  const auto kernel =
+      draws
+          ? (wide ? vector_kernel<Policy, S, true, true> : vector_kernel<Policy, S, true, false>)
+          : (wide ? vector_kernel<Policy, S, false, true> : vector_kernel<Policy, S, false, false>);
   cuda::launch_dependent(kernel, t.device, static_cast<unsigned>(grid), Policy::threads, t.stream,
                          "dropout kernel launch", args);
 }
