@@ -1263,7 +1263,7 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
             }
 #pragma unroll
             for (int e = 0; e < V; ++e) y[e] = act(y[e], Prim{});
-            bits = rows::narrow_bf16_pairs(y);
+            bits = bf16::narrow_pairs(y);
           } else {
             Vec yv;
 #pragma unroll
@@ -1295,13 +1295,10 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
 template <class S>
 bool launch_grid_rows(const Plan& p, int32_t device, cudaStream_t stream) {
   using G = GridPolicy;
-  if (p.residual.data || (p.kind == Kind::rms && p.bias.data) || !p.dense || p.pool == nullptr ||
-      p.grid == nullptr)
-    return false;
+  if (p.residual.data || (p.kind == Kind::rms && p.bias.data) || !p.dense) return false;
   const int64_t blocks =
       rows::grid_blocks_a_row(p.walk.row_length, sizeof(S),
                               32 * (p.kind == Kind::layer ? kLayerLaneWords : rows::kLanesWords));
-  if (blocks == 0 || cuda::compute_major(device) < 9) return false;
   // Three words a block a row for the layer norm (Moments), one for the RMS norm.
   return p.kind == Kind::layer
              ? rows::launch_grid_groups<&grid_norm_kernel<S, true>, G::threads, G::smem>(

@@ -17,10 +17,12 @@
 #include <mutex>
 
 #include "core/ops/async_copy.cuh"
+#include "core/ops/bf16_pairs.cuh"
 #include "core/ops/rows/reduce.cuh"
 #include "core/ops/rows/staged.cuh"
 #include "core/runtime/cuda/cluster_launch.hpp"
 #include "core/runtime/cuda/cuda_check.hpp"
+#include "core/runtime/cuda/device_caps.hpp"
 #include "core/runtime/grid_scratch.hpp"
 #include "core/runtime/memory_pool.hpp"
 
@@ -162,15 +164,6 @@ struct GridRing {
   }
 };
 
-// Eight floats narrowed to bf16 a pair an instruction (cvt.rn.bf16x2.f32), as a 16-byte vector.
-__device__ __forceinline__ uint4 narrow_bf16_pairs(const float (&f)[8]) {
-  unsigned w[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w[i]) : "f"(f[2 * i + 1]), "f"(f[2 * i]));
-  return make_uint4(w[0], w[1], w[2], w[3]);
-}
-
 // A 16-byte load through the read-only path, kept in program order with the other volatile asm
 // statements (the restaging copies above among them): the compiler neither hoists nor sinks it.
 template <class Vec>
@@ -227,14 +220,17 @@ auto with_grid_words(GridScratch& scratch, MemoryPool& pool, size_t bytes, cudaS
 // Launches kKernel(plan, GridGroups) as a cooperative dependent launch of kThreads-thread blocks
 // with kSmem bytes of dynamic shared memory, `blocks` blocks a row and as many groups as the
 // device holds at once (up to a group a row), with `words` words a block a row from the plan's
-// scratch (Plan::grid, Plan::pool). The shared-memory attributes are set once a device. False
-// where a group does not fit on the device or the grid turns out not to fit at launch (the
-// caller's other kernels take the rows then).
+// scratch (Plan::grid, Plan::pool). The shared-memory attributes are set once a device. False,
+// for the caller's other kernels to take the rows, where the rows have no grid form (blocks ==
+// 0: grid_blocks_a_row), the plan carries no scratch, the device is older than sm_90 (where the
+// kernels were measured), a group does not fit on the device, or the grid turns out not to fit
+// at launch.
 template <auto kKernel, int kThreads, size_t kSmem, class Plan>
 bool launch_grid_groups(const Plan& plan, int64_t blocks, int words, int32_t device,
                         cudaStream_t stream, const char* what) {
   static std::atomic<bool> prepared[64];
-  if (device < 0 || device >= 64) return false;
+  if (blocks <= 0 || plan.pool == nullptr || plan.grid == nullptr) return false;
+  if (device < 0 || device >= 64 || cuda::compute_major(device) < 9) return false;
   if (!prepared[device].load(std::memory_order_acquire)) {
     cuda::check(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      static_cast<int>(kSmem)),

@@ -13,6 +13,7 @@
 
 #include "core/math/numeric.hpp"
 #include "core/ops/async_copy.cuh"
+#include "core/ops/bf16_pairs.cuh"
 #include "core/ops/rows/reduce.cuh"
 #include "core/ops/rows/rows.hpp"
 #include "core/runtime/cuda/cuda_check.hpp"
@@ -159,25 +160,16 @@ struct alignas(sizeof(S) * V) Pack {
   S v[V];
 };
 
-// 1 << 16 where the compiler cannot see it, so that a multiply by it stays an IMAD (FMA pipe)
-// instead of becoming a shift (ALU pipe). Each translation unit has its own copy.
-static __constant__ unsigned int kBf16Scale = 1u << 16;
-
-// A bf16 pack widened to float a 32-bit word of two elements at a time, on the FMA pipe where it
-// can be: the low element is the word times 2^16 (IMAD), the high one the word with its low half
-// cleared (LOP3), against a shift and a mask on the ALU pipe per word (SASS, sm_90). The H200's
-// 16-bit rows are bound by that pipe (see pairs_widen).
+// A bf16 pack widened to float a 32-bit word of two elements at a time (bf16::widen_pairs), on
+// the FMA pipe where it can be, against a shift and a mask on the ALU pipe per word (SASS,
+// sm_90). The H200's 16-bit rows are bound by that pipe (see pairs_widen).
 template <int V>
 __device__ __forceinline__ void widen_bf16_pairs(const Pack<math::bfloat16_t, V> p,
                                                  float (&out)[V]) {
   static_assert(V % 2 == 0, "whole words");
   unsigned int words[V / 2];
   __builtin_memcpy(words, p.v, sizeof words);
-#pragma unroll
-  for (int i = 0; i < V / 2; ++i) {
-    out[2 * i] = __uint_as_float(words[i] * kBf16Scale);
-    out[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
-  }
+  bf16::widen_pairs(words, out);
 }
 
 // First column of chunk k held by `lane` of the group. Column math is in 32 bits: a cached row

@@ -952,7 +952,7 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
         }
         uint4 bits;
         if constexpr (kPairs) {
-          bits = rows::narrow_bf16_pairs(y);
+          bits = bf16::narrow_pairs(y);
         } else {
           Vec yv;
 #pragma unroll
@@ -974,10 +974,9 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
 template <class S>
 bool launch_grid_rows(const Plan& p, int32_t device, cudaStream_t stream) {
   using G = GridPolicy;
-  if (p.mask.data || p.causal || !p.dense || p.pool == nullptr || p.grid == nullptr) return false;
+  if (p.mask.data || p.causal || !p.dense) return false;
   const int64_t blocks =
       rows::grid_blocks_a_row(p.walk.row_length, sizeof(S), 32 * rows::kLanesWords);
-  if (blocks == 0 || cuda::compute_major(device) < 9) return false;
   return rows::launch_grid_groups<&grid_softmax_kernel<S>, G::threads, G::smem>(
       p, blocks, 2, device, stream, "softmax kernel launch");
 }
