@@ -5,7 +5,7 @@
 // mask, drawing one Philox block (four numbers) per four elements; the few elements after the
 // last whole vector are done one by one. Everything else runs the strided kernel, one Philox
 // block per thread and per four consecutive row-major indices. The vector kernel gives each block
-// an equal contiguous share of a grid of six (f32), four (f64) or eight (16-bit) waves of resident
+// an equal contiguous share of a grid of eight (f32, 16-bit) or four (f64) waves of resident
 // blocks (VectorPolicy::waves); f32 and f64 stage x through shared memory, three groups ahead
 // (VectorPolicy::staged). The strided kernel runs one full wave. Launches are asynchronous: no
 // allocation, no synchronisation.
@@ -55,7 +55,12 @@ struct VectorPolicy {
   // 87.3-87.5 / 88.1 / 88.6-88.7 / 87.4-87.6 / 82.7-82.9; f16 / bf16 at 8 / 6 / 5 / 4 blocks (8
   // waves) 78.9-79.1 / 77.6-77.7, 79.7-79.8 / 77.5-77.8, 80.8-80.9 / 80.3, 79.5-79.6 / 79.7-79.9,
   // and at 5 blocks in 4 / 6 / 8 / 12 / 16 waves 80.7-80.8 / 80.1-80.2, 80.2-80.3 / 79.5-79.8,
-  // 81.0 / 80.5, 80.0-80.3 / 79.5, 79.4-79.6 / 78.6-78.8.
+  // 81.0 / 80.5, 80.0-80.3 / 79.5, 79.4-79.6 / 78.6-78.8. Again with 32-bit indices (14:43Z,
+  // three passes): f32 at 6 blocks in 4 / 5 / 6 / 8 waves 88.2 / 88.9-89.2 / 90.1-90.5 /
+  // 90.5-90.7, at 5 and 8 blocks in 6 waves 89.6-89.8 and 89.4-89.8; f16 / bf16 at 5 blocks in 6
+  // / 8 / 10 waves 84.3-84.5 / 82.9-83.1, 84.8-84.9 / 83.5-83.7, 84.3-84.4 / 82.9-83.2, at 6
+  // blocks in 6 / 8 waves 82.9-83.2 / 82.1-82.4 and 83.4-83.5 / 82.6. f32 in 8 waves against 6,
+  // b5af76c's library against this one (14:45Z, three passes): 89.8-90.4 -> 90.4-90.8.
   static constexpr int min_blocks_per_sm = sizeof(S) == 8 ? 4 : sizeof(S) == 2 ? 5 : 6;
   // Elements per thread per iteration: a 16-byte vector of x, and at least one Philox block.
   static constexpr int elements = 16 / static_cast<int>(sizeof(S)) > 4
@@ -68,9 +73,9 @@ struct VectorPolicy {
   // thread: 1: 79.1 / 84.5 / 83.8; 2: 84.4 / 86.4 / 85.8; 4: 91.5 / 88.0 / 87.1; 8: 93.1 / 89.4 /
   // 88.5; 16: 94.8 / 88.5 / 87.6; one pass: 95.8 / 80.7 / 79.0. One wave leaves the SMs short of
   // warps at the end of the launch; why 16-bit elements (two Philox blocks a thread) lose in one
-  // pass is not established. On an H200 f32 takes 6 waves (the A/B above). f64 (one Philox block
-  // a thread, as f32; not benchmarked) keeps 4.
-  static constexpr int waves = sizeof(S) == 2 ? 8 : sizeof(S) == 4 ? 6 : 4;
+  // pass is not established. On an H200 f32 takes 8 waves of its 6 blocks (the A/B above). f64
+  // (one Philox block a thread, as f32; not benchmarked) keeps 4.
+  static constexpr int waves = sizeof(S) == 2 || sizeof(S) == 4 ? 8 : 4;
   // Whether x is staged through shared memory (cp.async, three stages) rather than loaded by
   // each thread before its work; staging needs a grid of waves, each thread working through
   // several groups. kf-bench, same calls, % of copy f32 / f16 / bf16: H200 (2026-11-27 03:50Z
