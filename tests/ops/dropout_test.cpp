@@ -3,6 +3,7 @@
 // against float64 GELU references, the kept fraction within 5 sigma, determinism per
 // (seed, offset), strided views, in place, inference mode, and every error path. The CUDA build
 // also compares every CUDA mask with the CPU backend's for the same seed and offset.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <memory>
@@ -251,6 +252,70 @@ TEST_F(Dropout, LargeTensors) {
     KF_ASSERT_OK(kf_fused_gelu_dropout(ctx(), x, out, mask, 0.25, 1, 1234, 99, nullptr));
     expect_dropout(xv, kf_test::download(out), kf_test::download(mask),
                    reference_mask(size_t(n), 0.25, 1234, 99), 0.25, dtype, "large");
+  }
+}
+
+// Past 2^31 Philox blocks the vector kernel indexes groups and blocks in 64 bits (cuda.cu,
+// vector_kernel's kWide); below, in 32. An f16 tensor of 2^33 + 8005 elements (2^30 + 1000
+// groups of eight and a tail of five) takes the 64-bit form: 17 GB of x and of out and 8.6 GB of
+// mask. x repeats one random chunk; windows of out and mask are poisoned, and checked against the
+// reference after the call: at the start, around 2^31 and 2^32 elements, on both sides of element
+// 2^33 (group 2^30), and at the end with the tail. CUDA only (the CPU backend has one path);
+// skipped where the device cannot hold the tensors. "Huge" in the name keeps it out of
+// .ci/gpu.sh's sanitizer runs.
+TEST_F(Dropout, HugeTensorIndexedIn64Bits) {
+  if (kf_test::device_under_test() != KF_DEVICE_CUDA)
+    GTEST_SKIP() << "the 64-bit indices are the CUDA vector kernel's";
+  const kf_dtype_t dtype = KF_DTYPE_FLOAT16;
+  const int64_t n = (int64_t{1} << 33) + 8005;
+  const int64_t chunk = int64_t{1} << 24;  // x repeats these values
+  kf_tensor_desc_t desc = kf_test::make_desc(dtype, {n});
+  kf_tensor_t *xt = nullptr, *outt = nullptr, *maskt = nullptr;
+  if (kf_tensor_create(ctx(), &desc, &xt) != KF_SUCCESS)
+    GTEST_SKIP() << "no room for a 17 GB tensor: " << kf_get_last_error_message();
+  Tensor x(xt);
+  if (kf_tensor_create(ctx(), &desc, &outt) != KF_SUCCESS)
+    GTEST_SKIP() << "no room for a second 17 GB tensor: " << kf_get_last_error_message();
+  Tensor out(outt);
+  kf_tensor_desc_t mask_desc = kf_test::make_desc(KF_DTYPE_UINT8, {n});
+  if (kf_tensor_create(ctx(), &mask_desc, &maskt) != KF_SUCCESS)
+    GTEST_SKIP() << "no room for an 8.6 GB mask: " << kf_get_last_error_message();
+  Tensor mask(maskt);
+
+  const std::vector<double> values = kf_test::round_to_dtype(
+      kf_test::random_values(size_t(chunk), base_seed() + 29, -4.0, 4.0), dtype);
+  const std::vector<unsigned char> packed = kf_test::encode(values, dtype);
+  for (int64_t at = 0; at < n; at += chunk) {
+    const int64_t count = std::min(chunk, n - at);
+    Tensor part = make_view(x, dtype, {count}, {1}, at);
+    ASSERT_EQ(kf_tensor_copy_from_host(part, packed.data(), size_t(count) * 2, nullptr), KF_SUCCESS)
+        << kf_get_last_error_message();
+  }
+  const int64_t window = 4096;
+  std::vector<int64_t> starts{0,
+                              (int64_t{1} << 31) - window / 2,
+                              (int64_t{1} << 32) - window / 2,
+                              (int64_t{1} << 33) - window / 2,
+                              (int64_t{1} << 33) - 3 * window,
+                              n - window};
+  for (int64_t s : starts) {
+    kf_test::poison(make_view(out, dtype, {window}, {1}, s));
+    kf_test::poison(make_view(mask, KF_DTYPE_UINT8, {window}, {1}, s));
+  }
+  const double p = 0.3;
+  const uint64_t seed = 0x5EED5EEDull, offset = 77;
+  KF_ASSERT_OK(kf_fused_gelu_dropout(ctx(), x, out, mask, p, 1, seed, offset, nullptr));
+  for (int64_t s : starts) {
+    std::vector<double> xs(size_t(window), 0.0), want_mask(size_t(window), 0.0);
+    for (int64_t k = 0; k < window; ++k) {
+      const int64_t i = s + k;
+      xs[size_t(k)] = values[size_t(i % chunk)];
+      const kf::math::PhiloxWords w = kf::math::philox_block(seed, offset, uint64_t(i) / 4);
+      want_mask[size_t(k)] = std::ldexp(double(w.v[i % 4] >> 8), -24) >= p ? 1.0 : 0.0;
+    }
+    expect_dropout(xs, kf_test::download(make_view(out, dtype, {window}, {1}, s)),
+                   kf_test::download(make_view(mask, KF_DTYPE_UINT8, {window}, {1}, s)), want_mask,
+                   p, dtype, "elements from " + std::to_string(s));
   }
 }
 
