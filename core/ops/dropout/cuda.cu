@@ -143,13 +143,18 @@ struct Rng {
 // A dropped element is exactly 0 whatever x holds (a NaN or inf input too): a select, not a
 // multiply by the mask. The kept value is computed either way, so a warp never branches on the
 // random bits. 16-bit storage takes HalfStorage's shorter erf, as the element-wise GELU does.
+// In the compute type (x widened from storage S):
+template <class S>
+__device__ __forceinline__ math::compute_t<S> dropout_compute(math::compute_t<S> x, bool kept,
+                                                              math::compute_t<S> half_scale) {
+  using T = math::compute_t<S>;
+  const T value = kept_value(x, half_scale, typename math::PrimitivesFor<S>::type{});
+  return kept ? value : T(0);
+}
 template <class S>
 __device__ __forceinline__ S dropout_value(S x, bool kept, math::compute_t<S> half_scale) {
   using Traits = math::StorageTraits<S>;
-  using T = math::compute_t<S>;
-  const T value =
-      kept_value(Traits::to_compute(x), half_scale, typename math::PrimitivesFor<S>::type{});
-  return Traits::from_compute(kept ? value : T(0));
+  return Traits::from_compute(dropout_compute<S>(Traits::to_compute(x), kept, half_scale));
 }
 
 // ---- vector kernel ----------------------------------------------------------------------------
@@ -242,8 +247,7 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         if constexpr (kPairs) {
-          const float value = kept_value(f[4 * b + e], args.half_scale, math::HalfStorage{});
-          f[4 * b + e] = kept[e] ? value : 0.0f;
+          f[4 * b + e] = dropout_compute<S>(f[4 * b + e], kept[e], args.half_scale);
         } else {
           v.v[4 * b + e] = dropout_value(v.v[4 * b + e], kept[e], args.half_scale);
         }
