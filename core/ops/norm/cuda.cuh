@@ -1036,9 +1036,14 @@ __device__ __forceinline__ Moments<T> merge_moments(T base, T part, T total, int
   return {base, offset, rows::lanes_reduce(m2, rows::Plus{}, lanes)};
 }
 
+// The layer norm's partials take 3 words a block: up to 64 blocks a row (two words a lane),
+// where four spilled (launch_grid_rows).
 inline constexpr int kLayerLaneWords = 2;
 
-template <class S, bool kLayer>
+// kLaneWords: the published words a lane of the first warp holds, up to 32 * kLaneWords blocks
+// a row (the layer norm's kLayerLaneWords; for the RMS norm rows::kLanesWords, or 1 where a row
+// takes at most 32 blocks: launch_grid_rows).
+template <class S, bool kLayer, int kLaneWords>
 __global__ void __launch_bounds__(GridPolicy::threads, 2)
     grid_norm_kernel(const __grid_constant__ Plan p, const rows::GridGroups q) {
   cuda::wait_prior_grid();  // a dependent launch: nothing global is touched before this
@@ -1106,9 +1111,6 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
   // The values a thread, a warp and a block hold of a row (the layer norm's parts).
   constexpr T kThreadValues = T(G::vectors * V), kWarpValues = 32 * kThreadValues;
   constexpr T kBlockValues = kWarps * kWarpValues;
-  // The layer norm's partials take 3 words a block: up to 64 blocks a row (two words a lane),
-  // where four spilled (launch_grid_rows).
-  constexpr int kLaneWords = kLayer ? kLayerLaneWords : rows::kLanesWords;
   rows::PublishedRow<kLaneWords> published[kWords];
   for (int64_t i = 0; i <= my_rows; ++i) {
     const int64_t j = i - 1;  // the row written this iteration, once the group's partials are in
@@ -1300,11 +1302,22 @@ bool launch_grid_rows(const Plan& p, int32_t device, cudaStream_t stream) {
       rows::grid_blocks_a_row(p.walk.row_length, sizeof(S),
                               32 * (p.kind == Kind::layer ? kLayerLaneWords : rows::kLanesWords));
   // Three words a block a row for the layer norm (Moments), one for the RMS norm.
-  return p.kind == Kind::layer
-             ? rows::launch_grid_groups<&grid_norm_kernel<S, true>, G::threads, G::smem>(
-                   p, blocks, 3, device, stream, "norm kernel launch")
-             : rows::launch_grid_groups<&grid_norm_kernel<S, false>, G::threads, G::smem>(
-                   p, blocks, 1, device, stream, "norm kernel launch");
+  // The RMS norm's rows of up to 32 blocks (16-bit rows of 262144, f32 rows of up to 262144)
+  // take the instance that holds one word a lane. H200 A/B (2026-11-30 16:15Z, kf-bench
+  // `--filter rms_norm,layer_norm --lengths 65536,131072,262144`, same call, two passes each), %
+  // of copy, rows of 262144: RMS norm f16 82.5 / 82.0 -> 83.8 / 83.8, bf16 83.9 / 84.1 -> 84.2 /
+  // 83.7, f32 85.5 / 84.5 -> 84.6 / 84.9; the shorter rows within 2.2 either way. The layer
+  // norm's instance with one word a lane lost 4 % (f16) and 7 % (bf16) over the same rows, so it
+  // keeps kLayerLaneWords.
+  const char* const what = "norm kernel launch";
+  if (p.kind == Kind::layer)
+    return rows::launch_grid_groups<&grid_norm_kernel<S, true, kLayerLaneWords>, G::threads,
+                                    G::smem>(p, blocks, 3, device, stream, what);
+  if (blocks <= 32)
+    return rows::launch_grid_groups<&grid_norm_kernel<S, false, 1>, G::threads, G::smem>(
+        p, blocks, 1, device, stream, what);
+  return rows::launch_grid_groups<&grid_norm_kernel<S, false, rows::kLanesWords>, G::threads,
+                                  G::smem>(p, blocks, 1, device, stream, what);
 }
 
 // Runs the staged kernel when the rows fit it (16-bit and 32-bit types); false otherwise.
