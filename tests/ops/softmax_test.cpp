@@ -415,13 +415,19 @@ TEST_P(SoftmaxTest, BlockRowsOverManySteps) {
   check({rows, 8192}, {}, false, 0.5, false, 1902);
   check({2, rows / 2, 8192}, {rows / 2, 8192}, true, 1.0, false, 1904);
   // Rows of 32 elements a thread over a block (on CUDA, 16-bit rows of 2561..4096 and
-  // 8193..16384, which hold the next row's loads while working on one), walked over more than
-  // two rows a block; causal without a mask too.
+  // 8193..16384, which hold the next row's loads while working on one, or stage three rows
+  // ahead in shared memory), walked over more than two rows a block; causal without a mask too.
   const bool cuda = kf_test::device_under_test() == KF_DEVICE_CUDA;
   check({cuda ? 1500 : 40, 3000}, {}, false, 1.0, false, 1906);
   check({cuda ? 1500 : 40, 4096}, {}, false, 0.5, false, 1908);
   check({cuda ? 400 : 20, 16384}, {}, false, 1.0, false, 1910);
   check({2, cuda ? 200 : 10, 16384}, {}, false, 1.0, true, 1912);
+  // 16-bit rows of 8193..12288 at 24 elements a thread over 512 threads, which (as the rows of
+  // 16384) stage three rows ahead in shared memory on devices that take the staging: more than
+  // three rows a block, causal too, and a scale that is not 1.
+  check({cuda ? 700 : 20, 12288}, {}, false, 0.75, false, 1914);
+  check({2, cuda ? 350 : 10, 12288}, {}, false, 1.0, true, 1916);
+  check({cuda ? 700 : 20, 8200}, {}, false, 1.0, false, 1918);
 }
 
 // More rows past 64 KiB than a GPU holds clusters at once (on CUDA, several waves of clusters).

@@ -62,9 +62,20 @@ constexpr bool tile_prefetches() {
 // Only for the kernels' common forms: those that hold a second row (a mask, a residual) spilled
 // 80-112 bytes a thread with it (sm_90, nvcc 13), and keep loading in place.
 template <class P, class S>
+constexpr bool tile_can_stage() {
+  return P::vec * sizeof(S) == 16 && P::items > 16 && P::group == P::threads;
+}
+template <class P, class S>
 constexpr bool tile_prefetches_shared() {
-  return !tile_prefetches<P, S>() && P::vec * sizeof(S) == 16 && P::items > 16 &&
-         P::group == P::threads;
+  return !tile_prefetches<P, S>() && tile_can_stage<P, S>();
+}
+
+// The rows a register-cached kernel of policy P stages ahead in shared memory unless its family
+// asks for another depth: one where tile_prefetches_shared, none otherwise. Each row staged
+// takes P::chunks * P::threads 16-byte slots (tile_slots).
+template <class P, class S>
+constexpr int tile_staged_rows() {
+  return tile_prefetches_shared<P, S>() ? 1 : 0;
 }
 
 // Whether `device`'s SMs issue fewer than 8.5 instructions per byte of DRAM bandwidth
@@ -86,11 +97,11 @@ inline bool tile_issue_lean(int32_t device) {
 // within noise.
 inline bool tile_stages_rows(int32_t device) { return tile_issue_lean(device); }
 
-// Dynamic shared memory of a register-cached kernel that stages its rows
-// (tile_prefetches_shared), 0 otherwise.
-template <class P, class S>
+// Dynamic shared memory of a register-cached kernel that stages kRows rows ahead.
+template <class P, class S, int kRows = tile_staged_rows<P, S>()>
 constexpr size_t tile_shared_bytes() {
-  return tile_prefetches_shared<P, S>() ? size_t{16} * P::chunks * P::threads : 0;
+  static_assert(kRows == 0 || tile_can_stage<P, S>(), "rows of 16-byte vectors over a block");
+  return size_t{16} * P::chunks * P::threads * kRows;
 }
 
 // Blocks per SM a register-cached kernel is compiled for (its __launch_bounds__): 256-thread
@@ -227,9 +238,9 @@ __device__ __forceinline__ void tile_fetch_clamped(const S* row, int n, int lane
 
 // The shared-memory slots of a register-cached kernel's staged row (tile_prefetches_shared).
 template <class P, class S>
-__device__ __forceinline__ Pack<S, P::vec>* tile_slots() {
+__device__ __forceinline__ Pack<S, P::vec>* tile_slots(int staged = 0) {
   extern __shared__ __align__(16) unsigned char kf_tile_slots[];
-  return reinterpret_cast<Pack<S, P::vec>*>(kf_tile_slots);
+  return reinterpret_cast<Pack<S, P::vec>*>(kf_tile_slots) + staged * (P::chunks * P::threads);
 }
 
 // Stages this thread's part of a row of n elements (n a multiple of P::vec) into its slots of
@@ -499,13 +510,14 @@ unsigned resident_grid(int64_t rows, int rows_per_block, int threads, int32_t de
 // resident grid when it prefetches the next row (tile_prefetches, or in shared memory,
 // tile_prefetches_shared), else in one pass. `stages`: whether kKernel is a form that stages
 // its rows where the policy does (false for the forms with a residual or a mask, and for the
-// in-place form launch_common_tile_kernel picks); it must match the kernel's own choice, since
-// it sizes the kernel's dynamic shared memory. max_per_sm: a cap on the resident grid's blocks
-// an SM (resident_grid; 0: none).
-template <class P, class S, auto kKernel, class Plan>
+// in-place form launch_common_tile_kernel picks), kStagedRows rows ahead (the policy's
+// tile_staged_rows unless the family asks for more); both must match the kernel's own choice,
+// since they size its dynamic shared memory. max_per_sm: a cap on the resident grid's blocks an
+// SM (resident_grid; 0: none).
+template <class P, class S, auto kKernel, int kStagedRows = tile_staged_rows<P, S>(), class Plan>
 void launch_tile_kernel(const Plan& p, int64_t rows, int32_t device, cudaStream_t stream,
                         bool stages = true, int max_per_sm = 0) {
-  const size_t smem = stages ? tile_shared_bytes<P, S>() : 0;
+  const size_t smem = stages ? tile_shared_bytes<P, S, kStagedRows>() : 0;
   if (smem > 0) {
     // The shared memory past 48 KiB is allowed once per device (as prepare_staged_kernel does),
     // not at every launch.

@@ -295,7 +295,11 @@ __global__ void __launch_bounds__(Policy::threads, 4)
 // against it lost 8 points on them.
 // kStage = false: the form without the shared-memory staging below, for devices that lose with
 // it (rows::tile_stages_rows).
-template <class P, class S, bool kMask, bool kStage = true, int kBlocks = 0>
+// kStagedRows: the rows staged ahead in shared memory by the form that stages (kStage, no mask):
+// rows::tile_staged_rows, or three for the 16-bit rows of 16-byte vectors over 512 threads
+// (launch_cached).
+template <class P, class S, bool kMask, bool kStage = true, int kBlocks = 0,
+          int kStagedRows = rows::tile_staged_rows<P, S>()>
 __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile_min_blocks<P, S>())
     cached_kernel(const __grid_constant__ Plan p) {
   cuda::wait_prior_grid();  // a dependent launch: nothing global is touched before this
@@ -378,26 +382,38 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
       rows::tile_fetch<P>(static_cast<const S*>(p.mask.data) + offset_of(p.mask, c, row), count,
                           lane, raw.mask);
   };
-  constexpr bool kPrefetch = rows::tile_prefetches<P, S>();
-  // kShared (rows::tile_prefetches_shared: f32 rows of 32 elements a thread, without a mask):
-  // the next row is staged in shared memory while this one is worked on.
-  constexpr bool kShared = rows::tile_prefetches_shared<P, S>() && !kMask && kStage;
+  // kShared (rows::tile_prefetches_shared: f32 rows of 32 elements a thread, without a mask; and
+  // the 16-bit rows of launch_cached's staged form): the next kStagedRows rows are staged in
+  // shared memory while this one is worked on, in place of the 16-bit rows' prefetch in
+  // registers.
+  constexpr bool kShared = kStagedRows > 0 && !kMask && kStage;
+  constexpr bool kPrefetch = rows::tile_prefetches<P, S>() && !kShared;
   using Slot = rows::Pack<S, P::vec>;
-  const auto stage = [&](int64_t first, uint32_t q, rows::RowCursor c) {
+  // Stages the row `first` + slot (query index q) into staged row `at` of the slots.
+  const auto stage = [&](int64_t first, uint32_t q, rows::RowCursor c, int at) {
     const int64_t row = first + slot;
     if constexpr (kShared) {
       if (row >= w.rows) return;
       const int count = loaded(visible(q, n));
-      Slot* const slots = rows::tile_slots<P, S>();
+      Slot* const slots = rows::tile_slots<P, S>(at);
       rows::tile_stage<P, false>(static_cast<const S*>(p.x.data) + offset_of(p.x, c, row), count,
                                  lane, slots);
     }
   };
+  // The query index `steps` rows of the walk after q.
+  const auto query_after = [&](uint32_t q, int steps) {
+    for (int i = 0; i < steps; ++i) q = next_query(q);
+    return q;
+  };
   Raw raw;
   if constexpr (kPrefetch) fetch(first_row, query, cursor, raw);
+  int staged = 0;  // the staged row holding this thread's current row
   if constexpr (kShared) {
-    stage(first_row, query, cursor);
-    async_copy::commit();
+#pragma unroll
+    for (int r = 0; r < kStagedRows; ++r) {  // kShared forms have no mask: the cursor stays
+      stage(first_row + r * walk_step, query_after(query, r), cursor, r);
+      async_copy::commit();
+    }
   }
   // kChunked (f32 rows of 16-byte vectors over a block of threads, up to 16 elements each):
   // every step works chunk by chunk and leaves out the chunks that were not fetched (hidden by
@@ -478,12 +494,13 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
         if constexpr (kMask) rows::tile_unpack<P, S, kPairs>(raw.mask, count, lane, add, T(0));
         raw = next;
       } else if constexpr (kShared) {
-        async_copy::wait<0>();  // this thread's copies of the row have landed
-        const Slot* const slots = rows::tile_slots<P, S>();
-        rows::tile_read_staged<P, false>(slots, count, lane, raw.x);
-        stage(first + walk_step, next_query(query),
-              advanced(cursor));  // into the slots just read
+        async_copy::wait<kStagedRows - 1>();  // this thread's copies of the row have landed
+        rows::tile_read_staged<P, false>(rows::tile_slots<P, S>(staged), count, lane, raw.x);
+        // The row kStagedRows steps on, into the slots just read.
+        stage(first + kStagedRows * walk_step, query_after(query, kStagedRows), advanced(cursor),
+              staged);
         async_copy::commit();
+        staged = staged + 1 == kStagedRows ? 0 : staged + 1;
         rows::tile_unpack<P, S, kPairs>(raw.x, count, lane, v, minus_inf);
       } else if constexpr (P::items <= 16) {
         fetch(first, query, cursor, raw);  // x's and the mask's loads in flight together
@@ -1062,6 +1079,24 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
       rows::launch_tile_kernel<P, S, cached_kernel<P, S, true>>(p, p.walk.rows, device, stream,
                                                                 false);
     } else {
+      // 16-bit rows of 16-byte vectors over 512 threads at 24 or 32 elements a thread (rows of
+      // 8193..16384) where the device gains from staging (rows::tile_stages_rows): three rows
+      // staged ahead in shared memory (96 KiB at 32 elements) in place of the next row's loads
+      // held in registers. H200 A/B (2026-11-30 15:59Z-16:08Z, kf-bench, one library choosing
+      // the depth by an environment variable, same call, two passes each), % of copy, f16 / bf16
+      // rows of 12288: 79.3 / 79.1 -> 82.0 / 81.9 and 77.8 / 77.8 -> 79.8 / 79.5; of 16384: 84.1
+      // / 83.8 -> 84.9 / 85.4 and 83.5 / 83.4 -> 84.1 / 83.9; of 8200: 61.1 / 61.1 -> 60.2 /
+      // 60.1 and 58.5 / 58.5 -> 58.6 / 58.5. One row staged ahead moved them by -0.5 to +0.1,
+      // two by +0.3 to +1.7. The 16-bit norms lost 2 to 9 points with three (RMS norm rows of
+      // 16384 88.0 -> 79.1), as did the 128-thread wide form (16-bit softmax rows of 3000 and 4096
+      // 87 -> 77), so they keep the prefetch in registers.
+      if constexpr (sizeof(S) == 2 && rows::tile_can_stage<P, S>() && P::threads == 512) {
+        if (rows::tile_stages_rows(device)) {
+          rows::launch_tile_kernel<P, S, cached_kernel<P, S, false, true, 0, 3>, 3>(p, p.walk.rows,
+                                                                                    device, stream);
+          return;
+        }
+      }
       if constexpr (rows::tile_lean_blocks<P, S>() > 0) {
         if (rows::tile_issue_lean(device)) {
           rows::launch_common_tile_kernel<P, S, CommonCached<P, S, rows::tile_lean_blocks<P, S>()>>(
