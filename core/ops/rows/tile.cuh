@@ -60,7 +60,8 @@ constexpr bool tile_prefetches() {
 // The row takes P::chunks * P::threads 16-byte slots (64 KiB), thread t's chunk k at slot
 // k * P::threads + t; a thread reads back only the slots it staged, so no barrier is needed.
 // Only for the kernels' common forms: those that hold a second row (a mask, a residual) spilled
-// 80-112 bytes a thread with it (sm_90, nvcc 13), and keep loading in place.
+// 80-112 bytes a thread with it (sm_90, nvcc 13), and keep loading in place. A family may stage
+// other policies whose rows tile_can_stage (the softmax's 16-bit rows of 8193..16384).
 template <class P, class S>
 constexpr bool tile_can_stage() {
   return P::vec * sizeof(S) == 16 && P::items > 16 && P::group == P::threads;
@@ -236,7 +237,8 @@ __device__ __forceinline__ void tile_fetch_clamped(const S* row, int n, int lane
     raw.packs[k] = *reinterpret_cast<const Pack<S, P::vec>*>(row + tile_load_col<P>(lane, k, n));
 }
 
-// The shared-memory slots of a register-cached kernel's staged row (tile_prefetches_shared).
+// The shared-memory slots of a register-cached kernel's staged row `staged` (of the rows it
+// stages ahead: tile_staged_rows, or its family's depth).
 template <class P, class S>
 __device__ __forceinline__ Pack<S, P::vec>* tile_slots(int staged = 0) {
   extern __shared__ __align__(16) unsigned char kf_tile_slots[];

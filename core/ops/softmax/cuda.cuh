@@ -1089,7 +1089,10 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
       // 60.1 and 58.5 / 58.5 -> 58.6 / 58.5. One row staged ahead moved them by -0.5 to +0.1,
       // two by +0.3 to +1.7. The 16-bit norms lost 2 to 9 points with three (RMS norm rows of
       // 16384 88.0 -> 79.1), as did the 128-thread wide form (16-bit softmax rows of 3000 and 4096
-      // 87 -> 77), so they keep the prefetch in registers.
+      // 87 -> 77), so they keep the prefetch in registers. The committed form (16:32Z, 4b32072's
+      // library against this one, same call, two passes), f16 / bf16 rows of 16384 / 12288 /
+      // 8200: 84.4 -> 85.2-85.4 / 79.6-79.7 -> 81.7-81.8 / 60.8-60.9 -> 59.8 and 83.3 -> 82.8-83.8
+      // / 77.8-77.9 -> 78.8-78.9 / 58.3 -> 57.9-58.1.
       if constexpr (sizeof(S) == 2 && rows::tile_can_stage<P, S>() && P::threads == 512) {
         if (rows::tile_stages_rows(device)) {
           rows::launch_tile_kernel<P, S, cached_kernel<P, S, false, true, 0, 3>, 3>(p, p.walk.rows,
