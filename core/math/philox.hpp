@@ -102,9 +102,12 @@ KF_HOST_DEVICE PhiloxWords philox_block(unsigned long long seed, unsigned long l
   return philox_block(philox_seed_keys(seed), subsequence, block);
 }
 
-// The 24-bit uniform of a random word, u = (x >> 8) * 2^-24 in [0, 1), as the integer (x >> 8):
-// comparisons against a threshold stay exact and identical on every backend.
-KF_HOST_DEVICE unsigned int uniform24(unsigned int x) { return x >> 8; }
+// The 16-bit uniforms of a random word: its low half (half 0) and its high half (half 1), each
+// u = v * 2^-16 in [0, 1) kept as the integer v, so that comparisons against a threshold stay
+// exact and identical on every backend.
+KF_HOST_DEVICE unsigned int uniform16(unsigned int x, unsigned int half) {
+  return half != 0 ? x >> 16 : x & 0xffffu;
+}
 
 }  // namespace math
 }  // namespace kf

@@ -89,11 +89,14 @@ KF_API kf_result_t kf_fused_bias_activation(kf_context_t* ctx, const kf_tensor_t
  *        scaled by 1 / (1 - @p p), or set to exactly 0.
  *
  * The random numbers are curand's Philox4_32_10 stream, on every backend: element i (x's
- * row-major index, whatever the strides) uses the i-th 32-bit number r that curand returns after
- * curand_init(seed, offset, 0) (that is, word i % 4 of the Philox block with counter
- * (i / 4, @p offset) and key @p seed), and is kept when u = (r >> 8) * 2^-24 satisfies u >= @p p.
- * The mask therefore depends only on (@p seed, @p offset, i): CPU and CUDA produce the same mask,
- * and distinct offsets give independent masks (use a new offset, or seed, per call).
+ * row-major index, whatever the strides) uses half of the (i / 2)-th 32-bit number r that curand
+ * returns after curand_init(seed, offset, 0) (that is, of word (i / 2) % 4 of the Philox block
+ * with counter (i / 8, @p offset) and key @p seed): v = r & 0xffff for even i, v = r >> 16 for
+ * odd i. It is kept when u = v * 2^-16 satisfies u >= @p p, so the drop probability is @p p
+ * rounded up to a multiple of 2^-16 (p = 0.1 drops with probability 6554 / 65536 = 0.1000061);
+ * kept elements are still scaled by exactly 1 / (1 - @p p). The mask therefore depends only on
+ * (@p seed, @p offset, i): CPU and CUDA produce the same mask, and distinct offsets give
+ * independent masks (use a new offset, or seed, per call).
  *
  * @p x and @p out share one floating dtype (f32, f16, bf16, f64), may be strided, and @p out may be
  * @p x itself (in place).

@@ -28,16 +28,17 @@ using Shape = std::vector<int64_t>;
 
 double gelu(double x) { return row_test::reference_activation(KF_ACTIVATION_GELU, x); }
 
-// The documented rule: element i keeps when ((r_i >> 8) * 2^-24) >= p, r_i the i-th number of
-// curand's Philox4_32_10 sequence after curand_init(seed, offset, 0).
+// The documented rule: element i keeps when v * 2^-16 >= p, v the low (even i) or high (odd i)
+// 16 bits of r_(i / 2), r_j the j-th number of curand's Philox4_32_10 sequence after
+// curand_init(seed, offset, 0).
 // Elements first .. first + n - 1.
 std::vector<double> reference_mask(size_t n, double p, uint64_t seed, uint64_t offset,
                                    uint64_t first = 0) {
   std::vector<double> mask(n);
   for (size_t k = 0; k < n; ++k) {
     const uint64_t i = first + k;
-    const kf::math::PhiloxWords w = kf::math::philox_block(seed, offset, i / 4);
-    const double u = std::ldexp(static_cast<double>(w.v[i % 4] >> 8), -24);
+    const uint32_t r = kf::math::philox_block(seed, offset, i / 8).v[(i / 2) % 4];
+    const double u = std::ldexp(static_cast<double>(i % 2 == 0 ? r & 0xffffu : r >> 16), -16);
     mask[k] = u >= p ? 1.0 : 0.0;
   }
   return mask;

@@ -1,5 +1,5 @@
 // CPU backend of GELU + dropout. Work is split into contiguous ranges of x's row-major order and
-// run on the context's thread pool; each range draws one Philox block per four elements, the
+// run on the context's thread pool; each range draws one Philox block per eight elements, the
 // same words the CUDA kernels draw for the same elements.
 #include <algorithm>
 
@@ -10,7 +10,7 @@
 namespace kf::dropout {
 namespace {
 
-// Elements per task (a multiple of 4, so tasks start on Philox blocks).
+// Elements per task (a multiple of 8, so tasks start on Philox blocks).
 constexpr int64_t kGrain = int64_t{1} << 14;
 
 // The Philox words of the blocks a range walks through, drawn once per block.
@@ -20,12 +20,13 @@ class RandomWords {
   // True when element i (row-major index) is kept.
   bool keep(int64_t i) {
     if (plan_.keep_threshold == 0) return true;
-    const uint64_t block = static_cast<uint64_t>(i) / 4;
+    const uint64_t block = static_cast<uint64_t>(i) / 8;
     if (block != block_) {
       words_ = math::philox_block(plan_.seed, plan_.offset, block);
       block_ = block;
     }
-    return math::uniform24(words_.v[i & 3]) >= plan_.keep_threshold;
+    return math::uniform16(words_.v[(i >> 1) & 3], static_cast<unsigned>(i & 1)) >=
+           plan_.keep_threshold;
   }
 
  private:

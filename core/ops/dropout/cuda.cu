@@ -2,7 +2,8 @@
 //
 // Contiguous tensors whose x and out start on 16-byte boundaries (the usual case) run the vector
 // kernel: each thread moves whole 16-byte vectors of x and out and one 4- or 8-byte word of the
-// mask, drawing one Philox block (four numbers) per four elements; the few elements after the
+// mask, drawing one Philox block (four numbers, eight 16-bit decisions: dropout.hpp) per eight
+// elements (f32 and f64 groups of four take half a block each); the few elements after the
 // last whole vector are done one by one. Everything else runs the strided kernel, one Philox
 // block per thread and per four consecutive row-major indices. The vector kernel gives each block
 // an equal contiguous share of a grid of eight (f32, 16-bit) or four (f64) waves of resident
@@ -10,20 +11,31 @@
 // (VectorPolicy::staged). The strided kernel runs one full wave. Launches are asynchronous: no
 // allocation, no synchronisation.
 //
-// Cost: the 16-bit kernels are bound by instruction issue, not memory, on an H200. Per four
-// elements they draw one Philox-4x32-10 block (10 rounds of two 32x32->64 multiplies and two 3-way
-// XORs, ~37 instructions with the key schedule read from the kernel's parameters) and evaluate
-// four GELUs (erf: CUDA's erff for f32 and f64, math::HalfStorage's shorter one for f16/bf16). A
-// 16-byte vector of f16 is eight elements: the loop body is 235 instructions a vector (SASS,
-// sm_90), against ~330 issue slots that an H200's memory system leaves per vector at the copy rate;
-// Nsight Compute (H200, 14:14Z) saw the issue slots 69-71 % busy with 5.3 eligible warps a
-// scheduler, and no pipe above 60 %. It was 273 until three cuts (the loop at 250 then): dropout's
-// scale rides in GELU's half (kept_value), the Philox block indices take 32 bits (Rng::draw4), and
-// HalfStorage's GELU ends in one fused multiply-add without the sign's copy (times_one_plus_erf).
-// H200 A/B (2026-11-30 14:11Z, kf-bench `--suite ops`, a39c12d's library against these in the same
-// call, two passes), p = 0.1 with a mask, % of copy, f32 / f16 / bf16: 86.8-86.9 / 75.5-75.6
-// / 73.9-74.1 -> 87.7 / 80.0 / 77.9-78.0; the loop bodies (SASS) f32 210 -> 206, f16 273 -> 250,
-// bf16 275 -> 255 instructions.
+// Two decisions a 32-bit number (2026-11-30, 21:30Z-23:20Z): the 16-bit kernels draw one Philox
+// block per 8 elements instead of two, and run 8 blocks an SM (32 registers, no spills) in 10
+// waves. H200, kf-bench `--suite ops --filter gelu_dropout`, p = 0.1 with a mask, % of copy,
+// f16 / bf16: 4114bf5's library 84.4 / 83.0-83.3 (three passes); one block per 8 elements at 5
+// blocks in 8 waves 86.8-87.0 / 85.8-85.9; the same by blocks and waves (a probe library, one
+// pass each): 4 blocks in 4 / 8 / 16 waves 82.3 / 86.9 / 86.1 (f16), 5 in 4 / 8 / 16 86.4 /
+// 86.5 / 86.2, 6 in 4 / 8 / 16 85.9 / 86.8 / 84.1, 8 in 4 / 6 / 8 / 10 / 12 88.4 / 89.7 /
+// 89.8-90.0 / 90.7-90.9 / 89.4-89.8 (bf16 87.9 / 89.2-89.3 / 89.2-89.5 / 89.9-90.0 /
+// 88.6-88.9). f32 groups of eight (two vectors a thread, staged) fell from 90.5 to 68.0: the
+// two 16-byte copies of a thread leave each warp's copy instruction half a sector's use (cp.async
+// bypasses L1), so f32 keeps groups of four and half a block each.
+// Cost before that change: the 16-bit kernels are bound by instruction issue, not memory, on an
+// H200. Per four elements they draw one Philox-4x32-10 block (10 rounds of two 32x32->64 multiplies
+// and two 3-way XORs, ~37 instructions with the key schedule read from the kernel's parameters) and
+// evaluate four GELUs (erf: CUDA's erff for f32 and f64, math::HalfStorage's shorter one for
+// f16/bf16). A 16-byte vector of f16 is eight elements: the loop body is 235 instructions a vector
+// (SASS, sm_90), against ~330 issue slots that an H200's memory system leaves per vector at the
+// copy rate; Nsight Compute (H200, 14:14Z) saw the issue slots 69-71 % busy with 5.3 eligible warps
+// a scheduler, and no pipe above 60 %. It was 273 until three cuts (the loop at 250 then):
+// dropout's scale rides in GELU's half (kept_value), the Philox block indices take 32 bits
+// (Rng::draw4), and HalfStorage's GELU ends in one fused multiply-add without the sign's copy
+// (times_one_plus_erf). H200 A/B (2026-11-30 14:11Z, kf-bench `--suite ops`, a39c12d's library
+// against these in the same call, two passes), p = 0.1 with a mask, % of copy, f32 / f16 /
+// bf16: 86.8-86.9 / 75.5-75.6 / 73.9-74.1 -> 87.7 / 80.0 / 77.9-78.0; the loop bodies (SASS) f32
+// 210 -> 206, f16 273 -> 250, bf16 275 -> 255 instructions.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -43,6 +55,9 @@ namespace {
 
 // ---- tuning (kept apart from the math) -------------------------------------------------------
 
+// Elements a Philox block decides (dropout.hpp): two a 32-bit word.
+constexpr int kPerBlock = 8;
+
 template <class S>
 struct VectorPolicy {
   static constexpr int threads = 256;
@@ -61,7 +76,7 @@ struct VectorPolicy {
   // / 8 / 10 waves 84.3-84.5 / 82.9-83.1, 84.8-84.9 / 83.5-83.7, 84.3-84.4 / 82.9-83.2, at 6
   // blocks in 6 / 8 waves 82.9-83.2 / 82.1-82.4 and 83.4-83.5 / 82.6. f32 in 8 waves against 6,
   // b5af76c's library against this one (14:45Z, three passes): 89.8-90.4 -> 90.4-90.8.
-  static constexpr int min_blocks_per_sm = sizeof(S) == 8 ? 4 : sizeof(S) == 2 ? 5 : 6;
+  static constexpr int min_blocks_per_sm = sizeof(S) == 8 ? 4 : sizeof(S) == 2 ? 8 : 6;
   // Elements per thread per iteration: a 16-byte vector of x, and at least one Philox block.
   static constexpr int elements = 16 / static_cast<int>(sizeof(S)) > 4
                                       ? 16 / static_cast<int>(sizeof(S))
@@ -75,7 +90,7 @@ struct VectorPolicy {
   // warps at the end of the launch; why 16-bit elements (two Philox blocks a thread) lose in one
   // pass is not established. On an H200 f32 takes 8 waves of its 6 blocks (the A/B above). f64
   // (one Philox block a thread, as f32; not benchmarked) keeps 4.
-  static constexpr int waves = sizeof(S) == 2 || sizeof(S) == 4 ? 8 : 4;
+  static constexpr int waves = sizeof(S) == 2 ? 10 : sizeof(S) == 4 ? 8 : 4;
   // Whether x is staged through shared memory (cp.async, three stages) rather than loaded by
   // each thread before its work; staging needs a grid of waves, each thread working through
   // several groups. kf-bench, same calls, % of copy f32 / f16 / bf16: H200 (2026-11-27 03:50Z
@@ -105,38 +120,55 @@ struct Rng {
   math::PhiloxKeys keys;  // the seed's key schedule (read from the kernel's parameters)
   unsigned long long offset;
   uint32_t keep_threshold;
-  // uniform24(w) >= t, i.e. (w >> 8) >= t, is w > t * 256 - 1 for t in [1, 2^24]: one compare.
+  // uniform16(w, 1) >= t, i.e. (w >> 16) >= t, is w > t * 2^16 - 1 for t in [1, 2^16], and
+  // uniform16(w, 0) >= t is (w << 16) > t * 2^16 - 1: a compare, and a shift for the low half.
   uint32_t keep_above;
-  // The four keep decisions of Philox block `block`, drawn (keep_threshold > 0). A 32-bit block
+  // Element e's decision from its word.
+  __device__ __forceinline__ bool kept(unsigned int word, int e) const {
+    return ((e & 1) != 0 ? word : word << 16) > keep_above;
+  }
+  // The eight keep decisions of Philox block `block`, drawn (keep_threshold > 0). A 32-bit block
   // index leaves the counter's second word 0: the compiler folds it into the first round, and
   // the first round's product of the subsequence word and the second round's of the first word
   // are the same for every block, computed once a thread.
   template <class Block>
-  __device__ __forceinline__ void draw4(Block block, bool kept[4]) const {
+  __device__ __forceinline__ void draw8(Block block, bool (&keep)[kPerBlock]) const {
     const math::PhiloxWords words = math::philox_block(keys, offset, static_cast<uint64_t>(block));
 #pragma unroll
-    for (int e = 0; e < 4; ++e) kept[e] = words.v[e] > keep_above;
+    for (int e = 0; e < kPerBlock; ++e) keep[e] = kept(words.v[e / 2], e);
+  }
+  // The four decisions of half `half` (0 or 1) of Philox block `block` (elements 4 * half ..
+  // 4 * half + 3 of its eight), drawn.
+  template <class Block>
+  __device__ __forceinline__ void draw_half(Block block, Block half, bool (&keep)[4]) const {
+    const math::PhiloxWords words = math::philox_block(keys, offset, static_cast<uint64_t>(block));
+    const unsigned int low = half != 0 ? words.v[2] : words.v[0];
+    const unsigned int high = half != 0 ? words.v[3] : words.v[1];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) keep[e] = kept(e < 2 ? low : high, e);
   }
   // The same, all kept when keep_threshold == 0, without drawing (the branch is uniform across
   // the grid).
-  __device__ __forceinline__ void keep4(uint64_t block, bool kept[4]) const {
+  __device__ __forceinline__ void keep8(uint64_t block, bool (&keep)[kPerBlock]) const {
     if (keep_threshold == 0) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) kept[e] = true;
+      for (int e = 0; e < kPerBlock; ++e) keep[e] = true;
       return;
     }
-    draw4(block, kept);
+    draw8(block, keep);
   }
-  // The keep decision of element i alone (word i % 4 picked without indexing a local array).
+  // The keep decision of element i alone (word (i / 2) % 4 picked without indexing a local
+  // array).
   __device__ __forceinline__ bool keep(int64_t i) const {
     if (keep_threshold == 0) return true;
-    const math::PhiloxWords words = math::philox_block(keys, offset, static_cast<uint64_t>(i) / 4);
-    const int e = static_cast<int>(i & 3);
-    const unsigned int word = e == 0   ? words.v[0]
-                              : e == 1 ? words.v[1]
-                              : e == 2 ? words.v[2]
+    const math::PhiloxWords words =
+        math::philox_block(keys, offset, static_cast<uint64_t>(i) / kPerBlock);
+    const int w = static_cast<int>((i >> 1) & 3);
+    const unsigned int word = w == 0   ? words.v[0]
+                              : w == 1 ? words.v[1]
+                              : w == 2 ? words.v[2]
                                        : words.v[3];
-    return word > keep_above;
+    return kept(word, static_cast<int>(i & 1));
   }
 };
 
@@ -239,19 +271,32 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
       const unsigned int words[4] = {v.raw[0].x, v.raw[0].y, v.raw[0].z, v.raw[0].w};
       bf16::widen_pairs(words, f);
     }
+    // A group of four elements (f32, f64) is half a Philox block: group g draws block g / 2 and
+    // takes its half g % 2 (the block is drawn twice, by two threads).
+    constexpr int kDecided = kElements < kPerBlock ? kElements : kPerBlock;  // a draw's elements
 #pragma unroll
-    for (int b = 0; b < kElements / 4; ++b) {
-      bool kept[4] = {true, true, true, true};
-      if constexpr (kDraws) args.rng.draw4(g * Index{kElements / 4} + b, kept);
-      mask_bits[b] = 0;
+    for (int b = 0; b < kElements / kDecided; ++b) {
+      bool kept[kPerBlock];
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
+      for (int e = 0; e < kPerBlock; ++e) kept[e] = true;
+      if constexpr (kDraws && kElements < kPerBlock) {
+        bool half[4];
+        args.rng.draw_half(g / Index{2}, g % Index{2}, half);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) kept[e] = half[e];
+      } else if constexpr (kDraws) {
+        args.rng.draw8(g * Index{kElements / kPerBlock} + b, kept);
+      }
+#pragma unroll
+      for (int e = 0; e < kDecided; ++e) {
+        const int at = kDecided * b + e;
         if constexpr (kPairs) {
-          f[4 * b + e] = dropout_compute<S>(f[4 * b + e], kept[e], args.half_scale);
+          f[at] = dropout_compute<S>(f[at], kept[e], args.half_scale);
         } else {
-          v.v[4 * b + e] = dropout_value(v.v[4 * b + e], kept[e], args.half_scale);
+          v.v[at] = dropout_value(v.v[at], kept[e], args.half_scale);
         }
-        mask_bits[b] |= kept[e] ? uint32_t{1} << (8 * e) : 0u;
+        if (at % 4 == 0) mask_bits[at / 4] = 0;
+        mask_bits[at / 4] |= kept[e] ? uint32_t{1} << (8 * (at % 4)) : 0u;
       }
     }
     if constexpr (kPairs) v.raw[0] = bf16::narrow_pairs(f);
@@ -309,15 +354,15 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
                    math::compute_t<S> half_scale) {
   cuda::wait_prior_grid();  // a dependent launch: nothing global is touched before this
   cuda::allow_next_grid();
-  const int64_t blocks = (args.count + 3) / 4;
+  const int64_t blocks = (args.count + kPerBlock - 1) / kPerBlock;
   const int64_t step = int64_t{gridDim.x} * Policy::threads;
   for (int64_t block = int64_t{blockIdx.x} * Policy::threads + threadIdx.x; block < blocks;
        block += step) {
-    bool kept[4];
-    args.rng.keep4(static_cast<uint64_t>(block), kept);
+    bool kept[kPerBlock];
+    args.rng.keep8(static_cast<uint64_t>(block), kept);
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int64_t i = block * 4 + e;
+    for (int e = 0; e < kPerBlock; ++e) {
+      const int64_t i = block * kPerBlock + e;
       if (i >= args.count) break;
       int64_t rest = i, x_offset = 0, out_offset = 0, mask_offset = 0;
       for (int32_t d = 0; d < args.ndim; ++d) {
@@ -345,7 +390,7 @@ uint32_t grid_size(int64_t work_items, int threads, int sms, int blocks_per_sm) 
 
 Rng make_rng(const Plan& p) {
   const uint32_t keep_above =
-      p.keep_threshold == 0 ? 0u : static_cast<uint32_t>(uint64_t{p.keep_threshold} * 256 - 1);
+      p.keep_threshold == 0 ? 0u : static_cast<uint32_t>(uint64_t{p.keep_threshold} * 65536 - 1);
   return Rng{math::philox_seed_keys(p.seed), p.offset, p.keep_threshold, keep_above};
 }
 
@@ -365,9 +410,10 @@ void launch_vector(const Plan& p, const Target& t) {
       grid_size(work, Policy::threads, t.sms, Policy::waves * Policy::min_blocks_per_sm);
   args.per_block =
       (args.groups + grid * Policy::threads - 1) / (grid * Policy::threads) * Policy::threads;
-  // The Philox blocks drawn (one per four elements of the whole groups), as many as the groups
-  // or more: 64-bit indices from 2^31 on (vector_kernel's kWide).
-  const bool wide = args.groups * (Policy::elements / 4) >= (int64_t{1} << 31);
+  // The groups, and the Philox blocks drawn (one per eight elements of the whole groups):
+  // 64-bit indices from 2^31 on (vector_kernel's kWide).
+  const bool wide =
+      std::max(args.groups, args.groups * Policy::elements / kPerBlock) >= (int64_t{1} << 31);
   const bool draws = args.rng.keep_threshold != 0;
   const auto kernel =
       draws
@@ -391,8 +437,8 @@ void launch_strided(const Plan& p, const Target& t) {
     args.out_strides[d] = p.out_strides[from];
     args.mask_strides[d] = p.mask_strides[from];
   }
-  const int64_t grid =
-      grid_size((p.count + 3) / 4, Policy::threads, t.sms, Policy::min_blocks_per_sm);
+  const int64_t grid = grid_size((p.count + kPerBlock - 1) / kPerBlock, Policy::threads, t.sms,
+                                 Policy::min_blocks_per_sm);
   cuda::launch_dependent(strided_kernel<Policy, S>, t.device, static_cast<unsigned>(grid),
                          Policy::threads, t.stream, "dropout kernel launch",
                          static_cast<const S*>(p.x), static_cast<S*>(p.out), p.mask, args,

@@ -55,8 +55,9 @@ Plan make_plan(const kf_tensor_t* x, kf_tensor_t* out, kf_tensor_t* mask, double
   plan.out = out->data;
   plan.mask = mask ? static_cast<uint8_t*>(mask->data) : nullptr;
   if (training && p > 0.0) {
-    // u = k * 2^-24 >= p  <=>  k >= ceil(p * 2^24), exact since p * 2^24 is exact in double.
-    plan.keep_threshold = static_cast<uint32_t>(std::ceil(std::ldexp(p, 24)));
+    // u = v * 2^-16 >= p  <=>  v >= ceil(p * 2^16), exact since p * 2^16 is exact in double;
+    // in [1, 2^16] for p in (0, 1).
+    plan.keep_threshold = static_cast<uint32_t>(std::ceil(std::ldexp(p, 16)));
     plan.scale = 1.0 / (1.0 - p);
   }
   if (plan.count == 0) return plan;

@@ -2,12 +2,14 @@
 // arguments and reduces them to a Plan; the backends (cpu.cpp, cuda.cu) execute a Plan and trust
 // it.
 //
-// Random numbers: element i (x's row-major index) draws word i % 4 of Philox block i / 4 in
-// subsequence `offset` under `seed` (math::philox_block), i.e. the i-th number curand returns
-// after curand_init(seed, offset, 0). It is kept when its 24-bit uniform u = (x >> 8) * 2^-24
-// satisfies u >= p, tested exactly as (x >> 8) >= keep_threshold with keep_threshold =
-// ceil(p * 2^24). The mask therefore depends only on (seed, offset, i): the same on every backend
-// and for every layout of the tensors.
+// Random numbers: element i (x's row-major index) draws half i % 2 (0: the low 16 bits, 1: the
+// high) of word (i / 2) % 4 of Philox block i / 8 in subsequence `offset` under `seed`
+// (math::philox_block), i.e. of the (i / 2)-th number curand returns after curand_init(seed,
+// offset, 0). It is kept when that half's uniform u = v * 2^-16 satisfies u >= p, tested exactly
+// as v >= keep_threshold with keep_threshold = ceil(p * 2^16) (math::uniform16). The mask
+// therefore depends only on (seed, offset, i): the same on every backend and for every layout of
+// the tensors. Two elements a 32-bit number halve the Philox work of the 24-bit rule that came
+// before (one number an element), which bound the 16-bit CUDA kernels (cuda.cu).
 #pragma once
 
 #include <cstdint>
@@ -28,7 +30,7 @@ struct Plan {
   int64_t count = 0;  // elements of x (> 0: empty calls never reach a backend)
   uint64_t seed = 0;
   uint64_t offset = 0;          // the Philox subsequence
-  uint32_t keep_threshold = 0;  // 0 keeps every element (p == 0 or not training): no RNG drawn
+  uint32_t keep_threshold = 0;  // ceil(p * 2^16); 0 keeps every element (p == 0 or not training)
   double scale = 1.0;           // 1 / (1 - p) for kept elements
   bool contiguous = false;      // x, out (and mask) dense row-major: index == offset
 

@@ -1,6 +1,6 @@
 """float64 references for the frontend tests (NumPy), and the Philox-4x32-10 stream that the
-dropout contract names (include/kernel_fusion/ops.h: curand's numbers, counter (i / 4, offset),
-key seed, word i % 4)."""
+dropout contract names (include/kernel_fusion/ops.h: curand's numbers, counter (j / 4, offset),
+key seed, word j % 4 for number j; element i takes half i % 2 of number i // 2)."""
 
 import math
 
@@ -63,6 +63,9 @@ def philox_words(seed, offset, count):
 
 
 def dropout_keep(seed, offset, count, p):
-    """The keep decisions of elements 0..count-1: u = (r >> 8) * 2^-24 >= p."""
-    u = (philox_words(seed, offset, count) >> np.uint32(8)).astype(np.float64) * 2.0**-24
+    """The keep decisions of elements 0..count-1: element i takes the low (even i) or high (odd i)
+    16 bits v of number i // 2, and keeps when u = v * 2^-16 >= p."""
+    words = philox_words(seed, offset, (count + 1) // 2)
+    halves = np.stack([words & np.uint32(0xFFFF), words >> np.uint32(16)], axis=1).reshape(-1)
+    u = halves[:count].astype(np.float64) * 2.0**-16
     return u >= p
