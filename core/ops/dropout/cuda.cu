@@ -2,40 +2,25 @@
 //
 // Contiguous tensors whose x and out start on 16-byte boundaries (the usual case) run the vector
 // kernel: each thread moves whole 16-byte vectors of x and out and one 4- or 8-byte word of the
-// mask, drawing one Philox block (four numbers, eight 16-bit decisions: dropout.hpp) per eight
-// elements (f32 and f64 groups of four take half a block each); the few elements after the
-// last whole vector are done one by one. Everything else runs the strided kernel, one Philox
-// block per thread and per four consecutive row-major indices. The vector kernel gives each block
-// an equal contiguous share of a grid of eight (f32, 16-bit) or four (f64) waves of resident
-// blocks (VectorPolicy::waves); f32 and f64 stage x through shared memory, three groups ahead
-// (VectorPolicy::staged). The strided kernel runs one full wave. Launches are asynchronous: no
-// allocation, no synchronisation.
+// mask. One Philox block (four numbers, eight 16-bit decisions: dropout.hpp) decides eight
+// elements: a 16-bit thread's group of eight draws one block, and the f32 and f64 groups of four
+// take half a block each (both halves' threads draw it). The few elements after the last whole
+// vector are done one by one. Everything else runs the strided kernel, one Philox block per
+// thread and per eight consecutive row-major indices. The vector kernel gives each block an equal
+// contiguous share of a grid of waves of resident blocks (VectorPolicy); f32 and f64 stage x
+// through shared memory, three groups ahead. The strided kernel runs one full wave. Launches are
+// asynchronous: no allocation, no synchronisation.
 //
-// Two decisions a 32-bit number (2026-11-30, 21:30Z-23:20Z): the 16-bit kernels draw one Philox
-// block per 8 elements instead of two, and run 8 blocks an SM (32 registers, no spills) in 10
-// waves. H200, kf-bench `--suite ops --filter gelu_dropout`, p = 0.1 with a mask, % of copy,
-// f16 / bf16: 4114bf5's library 84.4 / 83.0-83.3 (three passes); one block per 8 elements at 5
-// blocks in 8 waves 86.8-87.0 / 85.8-85.9; the same by blocks and waves (a probe library, one
-// pass each): 4 blocks in 4 / 8 / 16 waves 82.3 / 86.9 / 86.1 (f16), 5 in 4 / 8 / 16 86.4 /
-// 86.5 / 86.2, 6 in 4 / 8 / 16 85.9 / 86.8 / 84.1, 8 in 4 / 6 / 8 / 10 / 12 88.4 / 89.7 /
-// 89.8-90.0 / 90.7-90.9 / 89.4-89.8 (bf16 87.9 / 89.2-89.3 / 89.2-89.5 / 89.9-90.0 /
-// 88.6-88.9). f32 groups of eight (two vectors a thread, staged) fell from 90.5 to 68.0: the
-// two 16-byte copies of a thread leave each warp's copy instruction half a sector's use (cp.async
-// bypasses L1), so f32 keeps groups of four and half a block each.
-// Cost before that change: the 16-bit kernels are bound by instruction issue, not memory, on an
-// H200. Per four elements they draw one Philox-4x32-10 block (10 rounds of two 32x32->64 multiplies
-// and two 3-way XORs, ~37 instructions with the key schedule read from the kernel's parameters) and
-// evaluate four GELUs (erf: CUDA's erff for f32 and f64, math::HalfStorage's shorter one for
-// f16/bf16). A 16-byte vector of f16 is eight elements: the loop body is 235 instructions a vector
-// (SASS, sm_90), against ~330 issue slots that an H200's memory system leaves per vector at the
-// copy rate; Nsight Compute (H200, 14:14Z) saw the issue slots 69-71 % busy with 5.3 eligible warps
-// a scheduler, and no pipe above 60 %. It was 273 until three cuts (the loop at 250 then):
-// dropout's scale rides in GELU's half (kept_value), the Philox block indices take 32 bits
-// (Rng::draw4), and HalfStorage's GELU ends in one fused multiply-add without the sign's copy
-// (times_one_plus_erf). H200 A/B (2026-11-30 14:11Z, kf-bench `--suite ops`, a39c12d's library
-// against these in the same call, two passes), p = 0.1 with a mask, % of copy, f32 / f16 /
-// bf16: 86.8-86.9 / 75.5-75.6 / 73.9-74.1 -> 87.7 / 80.0 / 77.9-78.0; the loop bodies (SASS) f32
-// 210 -> 206, f16 273 -> 250, bf16 275 -> 255 instructions.
+// Cost: the 16-bit kernels are bound by instruction issue, not memory, on an H200. Per group of
+// eight they draw one Philox-4x32-10 block (10 rounds of two 32x32->64 multiplies and two 3-way
+// XORs, ~37 instructions with the key schedule read from the kernel's parameters) and evaluate
+// eight GELUs (erf: CUDA's erff for f32 and f64, math::HalfStorage's shorter one for f16/bf16).
+// Before ffbc86d each element took a whole 32-bit number, two blocks a 16-bit group; one block
+// took the H200's f16 / bf16 from 84.4 / 83.0 to 90.4-90.6 / 89.7 % of copy (kf-bench `--suite
+// ops --filter gelu_dropout`, p = 0.1 with a mask). The instruction cuts before it (the scale in
+// GELU's half, 32-bit block indices, HalfStorage's GELU ending in one fused multiply-add), their
+// SASS counts and every A/B behind the policies below are in docs/performance.md ("Session of
+// 21:03Z" and "Session of 14:01Z", 2026-11-30).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -61,35 +46,26 @@ constexpr int kPerBlock = 8;
 template <class S>
 struct VectorPolicy {
   static constexpr int threads = 256;
-  // The blocks an SM the kernel is compiled for (its register budget): f32 6 (40 registers), f16
-  // and bf16 5 (48), f64 4. More registers cost the loop fewer instructions (f32 206 -> 197, f16
-  // 250 -> 243, bf16 255 -> 248, SASS) than the warps they take away. H200 A/B (2026-11-30
-  // 14:16Z and 14:19Z, kf-bench `--suite ops`, one library switching the policy, same call, two
-  // passes), p = 0.1 with a mask, % of copy: f32 at 8 / 6 / 5 / 4 blocks (4 waves) 87.2-87.4 /
-  // 88.2-88.4 / 88.1 / 88.0-88.3, and at 6 blocks in 2 / 3 / 4 / 6 / 8 / 16 waves 85.0-85.2 /
-  // 87.3-87.5 / 88.1 / 88.6-88.7 / 87.4-87.6 / 82.7-82.9; f16 / bf16 at 8 / 6 / 5 / 4 blocks (8
-  // waves) 78.9-79.1 / 77.6-77.7, 79.7-79.8 / 77.5-77.8, 80.8-80.9 / 80.3, 79.5-79.6 / 79.7-79.9,
-  // and at 5 blocks in 4 / 6 / 8 / 12 / 16 waves 80.7-80.8 / 80.1-80.2, 80.2-80.3 / 79.5-79.8,
-  // 81.0 / 80.5, 80.0-80.3 / 79.5, 79.4-79.6 / 78.6-78.8. Again with 32-bit indices (14:43Z,
-  // three passes): f32 at 6 blocks in 4 / 5 / 6 / 8 waves 88.2 / 88.9-89.2 / 90.1-90.5 /
-  // 90.5-90.7, at 5 and 8 blocks in 6 waves 89.6-89.8 and 89.4-89.8; f16 / bf16 at 5 blocks in 6
-  // / 8 / 10 waves 84.3-84.5 / 82.9-83.1, 84.8-84.9 / 83.5-83.7, 84.3-84.4 / 82.9-83.2, at 6
-  // blocks in 6 / 8 waves 82.9-83.2 / 82.1-82.4 and 83.4-83.5 / 82.6. f32 in 8 waves against 6,
-  // b5af76c's library against this one (14:45Z, three passes): 89.8-90.4 -> 90.4-90.8.
+  // The blocks an SM the kernel is compiled for (its register budget): f16 and bf16 8 (32
+  // registers, no spills), f32 6 (40), f64 4. H200, % of copy (docs/performance.md): the 16-bit
+  // kernels at 8 blocks in 10 waves 90.7-90.9 / 89.9-90.0 (f16 / bf16), at 4 to 6 blocks 82-87
+  // (f16); f32 in 6 waves at 6 blocks 90.1-90.5, at 5 and 8 blocks 89.6-89.8 and 89.4-89.8.
   static constexpr int min_blocks_per_sm = sizeof(S) == 8 ? 4 : sizeof(S) == 2 ? 8 : 6;
-  // Elements per thread per iteration: a 16-byte vector of x, and at least one Philox block.
+  // Elements per thread per iteration: a 16-byte vector of x, and at least four (half a Philox
+  // block). f32 groups of eight (two vectors a thread, staged) ran at 68 % of copy against 90.5
+  // for groups of four: a thread's two 16-byte copies leave each warp's copy instruction half a
+  // sector's use (cp.async bypasses L1).
   static constexpr int elements = 16 / static_cast<int>(sizeof(S)) > 4
                                       ? 16 / static_cast<int>(sizeof(S))
                                       : 4;
   static constexpr int vectors = elements * static_cast<int>(sizeof(S)) / 16;  // per operand
   // Blocks per SM's worth of the grid, in waves of min_blocks_per_sm; 0: one pass of blocks.
-  // Each block takes an equal share of the groups. kf-bench on an H100 (2026-11-26 16:44Z, same
-  // call, two passes each), % of copy f32 / f16 / bf16 with a mask, by waves, x loaded by each
-  // thread: 1: 79.1 / 84.5 / 83.8; 2: 84.4 / 86.4 / 85.8; 4: 91.5 / 88.0 / 87.1; 8: 93.1 / 89.4 /
-  // 88.5; 16: 94.8 / 88.5 / 87.6; one pass: 95.8 / 80.7 / 79.0. One wave leaves the SMs short of
-  // warps at the end of the launch; why 16-bit elements (two Philox blocks a thread) lose in one
-  // pass is not established. On an H200 f32 takes 8 waves of its 6 blocks (the A/B above). f64
-  // (one Philox block a thread, as f32; not benchmarked) keeps 4.
+  // Each block takes an equal share of the groups. One wave leaves the SMs short of warps at the
+  // end of the launch, and one pass of blocks lost 7-10 points in 16-bit against 4 to 16 waves
+  // (H100, 2026-11-26).
+  // H200: the 16-bit kernels at 8 blocks in 6 / 8 / 10 / 12 / 16 waves 89.7 / 89.8-90.0 /
+  // 90.7-90.9 / 89.4-89.8 / 86.2 (f16); f32 8 waves of 6 blocks (90.4-90.8 against 89.8-90.4 in
+  // 6). f64 (not benchmarked) keeps 4.
   static constexpr int waves = sizeof(S) == 2 ? 10 : sizeof(S) == 4 ? 8 : 4;
   // Whether x is staged through shared memory (cp.async, three stages) rather than loaded by
   // each thread before its work; staging needs a grid of waves, each thread working through
@@ -221,17 +197,18 @@ union Group {
   S v[Elements];
 };
 
-// kDraws: keep_threshold > 0, a separate instantiation. With keep4's uniform branch in the loop,
+// kDraws: keep_threshold > 0, a separate instantiation. With keep8's uniform branch in the loop,
 // the two paths' decisions met as bytes: each was selected to 0 or 1, sign-extended and compared
 // again before its select and its mask bit (three instructions an element, SASS, sm_90).
 // kWide: the launch's groups or Philox blocks reach 2^31 (8 GiB of f32 elements), indexed in 64
 // bits. The others index groups and blocks in 32: each pointer is one wide multiply-add from the
-// group index instead of a 64-bit increment a step, and Rng::draw4 folds its first rounds. H200
+// group index instead of a 64-bit increment a step, and Rng::draw8 folds its first rounds. H200
 // A/B (2026-11-30 14:22Z, kf-bench `--suite ops`, 6c12484's library against this, same call,
 // three passes), p = 0.1 with a mask, % of copy, f32 / f16 / bf16: 88.5-88.9 / 80.6-80.9 /
 // 80.0-80.3 -> 90.1-90.3 / 84.7-85.0 / 80.8-81.0; the loop bodies (SASS) f32 197 -> 190, f16
-// 243 -> 235, bf16 248 -> 243 instructions, f16 at 40 registers instead of 46. The 64-bit form
-// is the one every size used before; Dropout.HugeTensorIndexedIn64Bits runs it (17 GB of f16).
+// 243 -> 235, bf16 248 -> 243 instructions, f16 at 40 registers instead of 46 (one Philox block
+// for four elements then). The 64-bit form is the one every size used before;
+// Dropout.HugeTensorIndexedIn64Bits runs it (17 GB of f16).
 template <class Policy, class S, bool kDraws, bool kWide>
 __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
     vector_kernel(VectorArgs<S> args) {
