@@ -207,6 +207,96 @@ struct TileRaw {
   Pack<S, P::vec> packs[P::chunks];
 };
 
+// The same part of a 16-bit row held as 32-bit words, two elements a word (the low half the
+// first), for the kernels that keep the next row's loads in registers across a row's work
+// (tile_prefetches). Held as 16-bit elements (TileRaw), the part is split into 16-bit values and
+// each conditional load is merged into the loop-carried registers by byte permutes placed right
+// after the load, which then waits for the data before the current row is worked on (SASS,
+// sm_90, nvcc 13: the softmax's masked 16-bit rows). Whole words load straight into them.
+// (Only 16-bit parts of whole words are ever built: the functions taking one assert it, the type
+// itself does not, so that overload resolution may name it for other parts.)
+template <class P, class S>
+struct TileWords {
+  static constexpr int per_chunk = P::vec / 2 > 0 ? P::vec / 2 : 1;
+  unsigned int words[P::chunks][per_chunk];
+};
+template <class P, class S>
+constexpr bool tile_words_fit() {
+  return sizeof(S) == 2 && P::vec % 2 == 0;
+}
+
+// Widens the two elements of word w (the low half the first) to float, exactly.
+__device__ __forceinline__ void widen_word(unsigned int w, math::half_t, float& lo, float& hi) {
+  asm("{\n\t.reg .b16 l, h;\n\tmov.b32 {l, h}, %2;\n\tcvt.f32.f16 %0, l;\n\tcvt.f32.f16 %1, h;\n\t}"
+      : "=f"(lo), "=f"(hi)
+      : "r"(w));
+}
+__device__ __forceinline__ void widen_word(unsigned int w, math::bfloat16_t, float& lo, float& hi) {
+  lo = __uint_as_float(w << 16);
+  hi = __uint_as_float(w & 0xffff0000u);
+}
+
+// Chunk k of a fetched part, widened to float (bf16 on the FMA pipe where kPairs, as
+// widen_bf16_pairs).
+template <class P, class S, bool kPairs = false>
+__device__ __forceinline__ void tile_widen(const TileWords<P, S>& raw, int k,
+                                           float (&out)[P::vec]) {
+  static_assert(tile_words_fit<P, S>(), "16-bit elements, whole words");
+  if constexpr (kPairs) {
+    bf16::widen_pairs(raw.words[k], out);
+  } else {
+#pragma unroll
+    for (int i = 0; i < TileWords<P, S>::per_chunk; ++i)
+      widen_word(raw.words[k][i], S{}, out[2 * i], out[2 * i + 1]);
+  }
+}
+template <class P, class S, bool kPairs = false>
+__device__ __forceinline__ void tile_widen(const TileRaw<P, S>& raw, int k,
+                                           math::compute_t<S> (&out)[P::vec]) {
+  if constexpr (kPairs) {
+    widen_bf16_pairs(raw.packs[k], out);
+  } else {
+#pragma unroll
+    for (int e = 0; e < P::vec; ++e) out[e] = math::StorageTraits<S>::to_compute(raw.packs[k].v[e]);
+  }
+}
+
+// tile_fetch into words.
+template <class P, class S>
+__device__ __forceinline__ void tile_fetch(const S* row, int n, int lane, TileWords<P, S>& raw) {
+  static_assert(tile_words_fit<P, S>(), "16-bit elements, whole words");
+  constexpr int W = TileWords<P, S>::per_chunk;
+#pragma unroll
+  for (int k = 0; k < P::chunks; ++k) {
+    const int c = tile_col<P>(lane, k);
+    if (c >= n) continue;
+    if constexpr (W == 4) {
+      const uint4 u = *reinterpret_cast<const uint4*>(row + c);
+      raw.words[k][0] = u.x, raw.words[k][1] = u.y, raw.words[k][2] = u.z, raw.words[k][3] = u.w;
+    } else if constexpr (W == 2) {
+      const uint2 u = *reinterpret_cast<const uint2*>(row + c);
+      raw.words[k][0] = u.x, raw.words[k][1] = u.y;
+    } else {
+      static_assert(W == 1, "4-, 8- or 16-byte vectors");
+      raw.words[k][0] = *reinterpret_cast<const unsigned int*>(row + c);
+    }
+  }
+}
+
+// tile_unpack from words.
+template <class P, class S, bool kPairs = false>
+__device__ __forceinline__ void tile_unpack(const TileWords<P, S>& raw, int n, int lane,
+                                            float (&dst)[P::items], float pad) {
+#pragma unroll
+  for (int k = 0; k < P::chunks; ++k) {
+    const bool inside = tile_col<P>(lane, k) < n;
+    float values[P::vec];
+    tile_widen<P, S, kPairs>(raw, k, values);
+#pragma unroll
+    for (int e = 0; e < P::vec; ++e) dst[k * P::vec + e] = inside ? values[e] : pad;
+  }
+}
+
 // Issues the loads of this thread's part of a row of n elements (n a multiple of P::vec; 0 loads
 // nothing).
 template <class P, class S>
@@ -362,19 +452,15 @@ __device__ __forceinline__ unsigned int packed_sum(unsigned int a, unsigned int 
   return sum;
 }
 
-// A row part summed in words (tile_sum_words): P::chunks vectors of P::vec / 2 words. Kept as
-// words so that it is stored and widened without the per-element moves that 16-bit elements
-// take (SASS, sm_90: a PRMT to split each word and another to join it again for the store).
-template <class P, class S>
-struct TileWords {
-  static_assert(sizeof(S) == 2 && P::vec % 2 == 0, "whole words of a 16-bit type");
-  unsigned int words[P::chunks][P::vec / 2];
-};
+// A row part summed in words (tile_sum_words) is a TileWords (above): stored and widened
+// without the per-element moves that 16-bit elements take (SASS, sm_90: a PRMT to split each
+// word and another to join it again for the store).
 
 // sum = a + b (packed_sum), chunk by chunk.
 template <class P, class S>
 __device__ __forceinline__ void tile_sum_words(const TileRaw<P, S>& a, const TileRaw<P, S>& b,
                                                TileWords<P, S>& sum) {
+  static_assert(tile_words_fit<P, S>(), "whole words of a 16-bit type");
 #pragma unroll
   for (int k = 0; k < P::chunks; ++k) {
     unsigned int x[P::vec / 2], y[P::vec / 2];

@@ -320,8 +320,17 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
   // The grid is resident (rows::resident_grid): each block walks many rows, and a row's loads
   // are issued before the row before it is worked on, so a thread's loads stay in flight through
   // its reductions and stores.
+  // kShared (rows::tile_prefetches_shared: f32 rows of 32 elements a thread, without a mask; and
+  // the 16-bit rows of launch_cached's staged form): the next kStagedRows rows are staged in
+  // shared memory while this one is worked on, in place of the 16-bit rows' prefetch in
+  // registers (kPrefetch), which holds them as 32-bit words where they fill words
+  // (rows::TileWords).
+  constexpr bool kShared = kStagedRows > 0 && !kMask && kStage;
+  constexpr bool kPrefetch = rows::tile_prefetches<P, S>() && !kShared;
+  using RawPart = std::conditional_t<kPrefetch && rows::tile_words_fit<P, S>(),
+                                     rows::TileWords<P, S>, rows::TileRaw<P, S>>;
   struct Raw {
-    rows::TileRaw<P, S> x, mask;
+    RawPart x, mask;
   };
   // The causal rule: a row sees columns up to its query index + diagonal. Each thread tracks the
   // query index of its rows as the grid walks them (a division per thread, not per row; rows and
@@ -340,11 +349,14 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
     q += query_step;
     return q >= queries ? q - queries : q;
   };
-  // Visible columns of a row of `length` with query index q (all of them without the rule).
+  // Visible columns of a row of `length` with query index q (all of them without the rule), in
+  // 32 bits: q < Lq < 2^31 and diagonal = Lk - Lq with Lk <= 2^14 here, so q + diagonal + 1 lies
+  // in (-2^31, 2^14].
   const auto visible = [&](uint32_t q, int length) -> int {
     if (!p.causal) return length;
-    const int64_t seen = int64_t{q} + p.diagonal + 1;  // columns [0, seen) are visible
-    return seen <= 0 ? 0 : seen < length ? static_cast<int>(seen) : length;
+    // columns [0, seen) are visible
+    const int seen = static_cast<int>(q) + static_cast<int>(p.diagonal) + 1;
+    return max(0, min(seen, length));
   };
   // The columns fetched: the visible ones in whole vectors (the last vector's hidden columns are
   // masked after the fetch). Without the rule, the row (no rounding on the common path).
@@ -382,12 +394,6 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
       rows::tile_fetch<P>(static_cast<const S*>(p.mask.data) + offset_of(p.mask, c, row), count,
                           lane, raw.mask);
   };
-  // kShared (rows::tile_prefetches_shared: f32 rows of 32 elements a thread, without a mask; and
-  // the 16-bit rows of launch_cached's staged form): the next kStagedRows rows are staged in
-  // shared memory while this one is worked on, in place of the 16-bit rows' prefetch in
-  // registers.
-  constexpr bool kShared = kStagedRows > 0 && !kMask && kStage;
-  constexpr bool kPrefetch = rows::tile_prefetches<P, S>() && !kShared;
   using Slot = rows::Pack<S, P::vec>;
   // Stages the row `first` + slot (query index q) into staged row `at` of the slots.
   const auto stage = [&](int64_t first, uint32_t q, rows::RowCursor c, int at) {
@@ -450,34 +456,20 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
     const auto live = [&](int k) { return !kChunked || rows::tile_col<P>(lane, k) < count; };
     T v[P::items];
     if constexpr (kChunked) {
-      // kPrefetch: this row's loads were issued a row ago; the next row's go now.
-      std::conditional_t<kPrefetch, Raw, char> next;
-      if constexpr (kPrefetch)
-        fetch(first + walk_step, next_query(query), advanced(cursor), next);
-      else
-        fetch(first, query, cursor, raw);
+      // kPrefetch: this row's loads were issued a row ago; the next row's go into the same
+      // registers once they are read.
+      if constexpr (!kPrefetch) fetch(first, query, cursor, raw);
 #pragma unroll
       for (int k = 0; k < P::chunks; ++k) {
         if (!live(k)) continue;
-        if constexpr (kPairs) {
-          T xf[P::vec], mf[P::vec];
-          rows::widen_bf16_pairs(raw.x.packs[k], xf);
-          if constexpr (kMask) rows::widen_bf16_pairs(raw.mask.packs[k], mf);
+        T xf[P::vec], mf[P::vec];
+        rows::tile_widen<P, S, kPairs>(raw.x, k, xf);
+        if constexpr (kMask) rows::tile_widen<P, S, kPairs>(raw.mask, k, mf);
 #pragma unroll
-          for (int e = 0; e < P::vec; ++e)
-            v[k * P::vec + e] = kMask ? scale * xf[e] + mf[e] : xf[e];
-        } else {
-#pragma unroll
-          for (int e = 0; e < P::vec; ++e) {
-            const T x = Traits::to_compute(raw.x.packs[k].v[e]);
-            if constexpr (kMask)
-              v[k * P::vec + e] = scale * x + Traits::to_compute(raw.mask.packs[k].v[e]);
-            else
-              v[k * P::vec + e] = x;
-          }
-        }
+        for (int e = 0; e < P::vec; ++e) v[k * P::vec + e] = kMask ? scale * xf[e] + mf[e] : xf[e];
       }
-      if constexpr (kPrefetch) raw = next;
+      if constexpr (kPrefetch)  // the next row's loads, into the registers just read
+        fetch(first + walk_step, next_query(query), advanced(cursor), raw);
       if (!kMask && scale != T(1)) {
 #pragma unroll
         for (int k = 0; k < P::chunks; ++k)
@@ -488,11 +480,9 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
     } else {
       T add[kMask ? P::items : 1];
       if constexpr (kPrefetch) {
-        Raw next;
-        fetch(first + walk_step, next_query(query), advanced(cursor), next);
         rows::tile_unpack<P, S, kPairs>(raw.x, count, lane, v, minus_inf);
         if constexpr (kMask) rows::tile_unpack<P, S, kPairs>(raw.mask, count, lane, add, T(0));
-        raw = next;
+        fetch(first + walk_step, next_query(query), advanced(cursor), raw);
       } else if constexpr (kShared) {
         async_copy::wait<kStagedRows - 1>();  // this thread's copies of the row have landed
         rows::tile_read_staged<P, false>(rows::tile_slots<P, S>(staged), count, lane, raw.x);
@@ -545,67 +535,83 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
 #pragma unroll
         for (int e = 0; e < P::vec; ++e) max = fmax(max, v[k * P::vec + e]);
     max = rows::group_reduce<P::threads, false>(max, rows::Larger{}, P::group, scratch[0]);
-    T sum = 0;
-    if (p.log) {
-#pragma unroll
-      for (int k = 0; k < P::chunks; ++k)
-        if (live(k))
-#pragma unroll
-          for (int e = 0; e < P::vec; ++e)
-            sum += Prim::exp(v[k * P::vec + e] - max);  // exp(-inf) = 0
-    } else {
-#pragma unroll
-      for (int k = 0; k < P::chunks; ++k)
-        if (live(k))
-#pragma unroll
-          for (int e = 0; e < P::vec; ++e) {
-            v[k * P::vec + e] = Prim::exp(v[k * P::vec + e] - max);
-            sum += v[k * P::vec + e];
-          }
-    }
-    sum = rows::group_reduce<P::threads, false>(sum, rows::Plus{}, P::group, scratch[1]);
     const bool hidden_row = max == minus_inf;  // gives 0 (log-softmax: -inf), not NaN
-    if (hidden_row) {
-      if constexpr (!kChunked) {  // (kChunked stores it below)
+    // The rest of the row, for softmax or log-softmax (is_log). The 16-bit rows compile each form
+    // on its own (kSplitLog: is_log a constant): with the form a runtime choice per element, the
+    // compiler kept both the logits and their exps and selected between them, an FSEL and a move
+    // per element, about 7 % of the masked causal rows' instructions (Nsight Compute, H200,
+    // 2026-12-01). The f32 rows keep one body: compiled twice, the kernels of up to 16 elements a
+    // thread spilled 16 to 56 bytes (ptxas, sm_90, nvcc 13).
+    const auto finish = [&](auto log_form) {
+      const bool is_log = log_form;
+      T sum = 0;
+      if (is_log) {
 #pragma unroll
-        for (int i = 0; i < P::items; ++i) v[i] = p.log ? minus_inf : T(0);
+        for (int k = 0; k < P::chunks; ++k)
+          if (live(k))
+#pragma unroll
+            for (int e = 0; e < P::vec; ++e)
+              sum += Prim::exp(v[k * P::vec + e] - max);  // exp(-inf) = 0
+      } else {
+#pragma unroll
+        for (int k = 0; k < P::chunks; ++k)
+          if (live(k))
+#pragma unroll
+            for (int e = 0; e < P::vec; ++e) {
+              v[k * P::vec + e] = Prim::exp(v[k * P::vec + e] - max);
+              sum += v[k * P::vec + e];
+            }
       }
-    } else if (p.log) {
-      const T offset = max + st::log_of(sum);
+      sum = rows::group_reduce<P::threads, false>(sum, rows::Plus{}, P::group, scratch[1]);
+      if (hidden_row) {
+        if constexpr (!kChunked) {  // (kChunked stores it below)
 #pragma unroll
-      for (int k = 0; k < P::chunks; ++k)
-        if (live(k))
-#pragma unroll
-          for (int e = 0; e < P::vec; ++e) v[k * P::vec + e] -= offset;
-    } else {
-      const T inv_sum = T(1) / sum;
-#pragma unroll
-      for (int k = 0; k < P::chunks; ++k)
-        if (live(k))
-#pragma unroll
-          for (int e = 0; e < P::vec; ++e) v[k * P::vec + e] *= inv_sum;
-    }
-    S* const out = static_cast<S*>(p.out.data) + offset_of(p.out, cursor, r);
-    if constexpr (kChunked) {
-      using Vec = rows::Pack<S, P::vec>;
-#pragma unroll
-      for (int k = 0; k < P::chunks; ++k) {
-        const int c = rows::tile_col<P>(lane, k);
-        if (c >= length) continue;
-        Vec pack;
-        if (live(k) && !hidden_row) {
-#pragma unroll
-          for (int e = 0; e < P::vec; ++e) pack.v[e] = Traits::from_compute(v[k * P::vec + e]);
-        } else {
-          const S fill = Traits::from_compute(p.log ? minus_inf : T(0));
-#pragma unroll
-          for (int e = 0; e < P::vec; ++e) pack.v[e] = fill;
+          for (int i = 0; i < P::items; ++i) v[i] = is_log ? minus_inf : T(0);
         }
-        *reinterpret_cast<Vec*>(out + c) = pack;
+      } else if (is_log) {
+        const T offset = max + st::log_of(sum);
+#pragma unroll
+        for (int k = 0; k < P::chunks; ++k)
+          if (live(k))
+#pragma unroll
+            for (int e = 0; e < P::vec; ++e) v[k * P::vec + e] -= offset;
+      } else {
+        const T inv_sum = T(1) / sum;
+#pragma unroll
+        for (int k = 0; k < P::chunks; ++k)
+          if (live(k))
+#pragma unroll
+            for (int e = 0; e < P::vec; ++e) v[k * P::vec + e] *= inv_sum;
       }
-    } else {
-      rows::tile_store<P>(out, length, lane, v);
-    }
+      S* const out = static_cast<S*>(p.out.data) + offset_of(p.out, cursor, r);
+      if constexpr (kChunked) {
+        using Vec = rows::Pack<S, P::vec>;
+#pragma unroll
+        for (int k = 0; k < P::chunks; ++k) {
+          const int c = rows::tile_col<P>(lane, k);
+          if (c >= length) continue;
+          Vec pack;
+          if (live(k) && !hidden_row) {
+#pragma unroll
+            for (int e = 0; e < P::vec; ++e) pack.v[e] = Traits::from_compute(v[k * P::vec + e]);
+          } else {
+            const S fill = Traits::from_compute(is_log ? minus_inf : T(0));
+#pragma unroll
+            for (int e = 0; e < P::vec; ++e) pack.v[e] = fill;
+          }
+          *reinterpret_cast<Vec*>(out + c) = pack;
+        }
+      } else {
+        rows::tile_store<P>(out, length, lane, v);
+      }
+    };
+    constexpr bool kSplitLog = sizeof(S) == 2;
+    if constexpr (!kSplitLog)
+      finish(p.log);
+    else if (p.log)
+      finish(std::true_type{});
+    else
+      finish(std::false_type{});
   }
 }
 
@@ -1076,8 +1082,17 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
   return rows::with_tile_policy<S, V>(p.walk.row_length, wide, wide, [&](auto policy) {
     using P = decltype(policy);
     if (p.mask.data) {
-      rows::launch_tile_kernel<P, S, cached_kernel<P, S, true>>(p, p.walk.rows, device, stream,
-                                                                false);
+      // The 16-bit rows of 16-byte vectors that prefetch (rows::tile_prefetches) at up to 16
+      // elements a thread are compiled for the blocks an SM that 72 registers a thread allow
+      // (128-thread blocks: 7, 256: 3), where they would take 84-88 and lose a third of their
+      // warps (no spills either way; narrower vectors would spill under that bound).
+      constexpr int kMaskedBlocks = sizeof(S) == 2 && P::vec * sizeof(S) == 16 &&
+                                            rows::tile_prefetches<P, S>() && P::items <= 16 &&
+                                            P::threads <= 256
+                                        ? 64 * 1024 / (72 * P::threads)
+                                        : 0;
+      rows::launch_tile_kernel<P, S, cached_kernel<P, S, true, true, kMaskedBlocks>>(
+          p, p.walk.rows, device, stream, false);
     } else {
       // 16-bit rows of 16-byte vectors over 512 threads at 24 or 32 elements a thread (rows of
       // 8193..16384) where the device gains from staging (rows::tile_stages_rows): three rows
