@@ -323,12 +323,21 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
   // kShared (rows::tile_prefetches_shared: f32 rows of 32 elements a thread, without a mask; and
   // the 16-bit rows of launch_cached's staged form): the next kStagedRows rows are staged in
   // shared memory while this one is worked on, in place of the 16-bit rows' prefetch in
-  // registers (kPrefetch), which holds them as 32-bit words where they fill words
-  // (rows::TileWords).
+  // registers (kPrefetch).
+  // kWords: the masked 16-bit rows hold their prefetch as 32-bit words (rows::TileWords), the
+  // next row's loads going into the registers just read. As 16-bit elements, each prefetched
+  // load was merged into the loop-carried registers by byte permutes placed right after it (a
+  // PRMT an element pair, SASS, sm_90, nvcc 13), which waited for the data before the row was
+  // worked on. H200 A/B (2026-12-01 03:52Z, kf-bench `--suite ops --filter
+  // softmax,log_softmax`, 1db6c17's library against fde78ea's, same call, two passes), causal
+  // [16, 2048, 2048] with a [2048, 2048] mask, % of copy, with kSplitLog and the 72-register
+  // bound of launch_cached: f16 79.1 / 78.9 -> 86.7 / 86.5, bf16 78.2 / 78.2 -> 97.4 / 97.3.
+  // The unmasked 16-bit rows, measured in the same form, moved within noise but for the rows of
+  // 64 (bf16 88.8 / 89.4 / 90.0 -> 87.0-87.6 over two calls), and keep theirs.
   constexpr bool kShared = kStagedRows > 0 && !kMask && kStage;
   constexpr bool kPrefetch = rows::tile_prefetches<P, S>() && !kShared;
-  using RawPart = std::conditional_t<kPrefetch && rows::tile_words_fit<P, S>(),
-                                     rows::TileWords<P, S>, rows::TileRaw<P, S>>;
+  constexpr bool kWords = kPrefetch && kMask && rows::tile_words_fit<P, S>();
+  using RawPart = std::conditional_t<kWords, rows::TileWords<P, S>, rows::TileRaw<P, S>>;
   struct Raw {
     RawPart x, mask;
   };
@@ -479,10 +488,16 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
       }
     } else {
       T add[kMask ? P::items : 1];
-      if constexpr (kPrefetch) {
+      if constexpr (kWords) {
+        rows::tile_unpack<P, S, kPairs>(raw.x, count, lane, v, minus_inf);
+        rows::tile_unpack<P, S, kPairs>(raw.mask, count, lane, add, T(0));
+        fetch(first + walk_step, next_query(query), advanced(cursor), raw);
+      } else if constexpr (kPrefetch) {
+        Raw next;
+        fetch(first + walk_step, next_query(query), advanced(cursor), next);
         rows::tile_unpack<P, S, kPairs>(raw.x, count, lane, v, minus_inf);
         if constexpr (kMask) rows::tile_unpack<P, S, kPairs>(raw.mask, count, lane, add, T(0));
-        fetch(first + walk_step, next_query(query), advanced(cursor), raw);
+        raw = next;
       } else if constexpr (kShared) {
         async_copy::wait<kStagedRows - 1>();  // this thread's copies of the row have landed
         rows::tile_read_staged<P, false>(rows::tile_slots<P, S>(staged), count, lane, raw.x);
@@ -536,12 +551,13 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
         for (int e = 0; e < P::vec; ++e) max = fmax(max, v[k * P::vec + e]);
     max = rows::group_reduce<P::threads, false>(max, rows::Larger{}, P::group, scratch[0]);
     const bool hidden_row = max == minus_inf;  // gives 0 (log-softmax: -inf), not NaN
-    // The rest of the row, for softmax or log-softmax (is_log). The 16-bit rows compile each form
-    // on its own (kSplitLog: is_log a constant): with the form a runtime choice per element, the
-    // compiler kept both the logits and their exps and selected between them, an FSEL and a move
-    // per element, about 7 % of the masked causal rows' instructions (Nsight Compute, H200,
-    // 2026-12-01). The f32 rows keep one body: compiled twice, the kernels of up to 16 elements a
-    // thread spilled 16 to 56 bytes (ptxas, sm_90, nvcc 13).
+    // The rest of the row, for softmax or log-softmax (is_log). The masked and the staged 16-bit
+    // rows compile each form on its own (kSplitLog: is_log a constant): with the form a runtime
+    // choice per element, the compiler kept both the logits and their exps and selected between
+    // them, an FSEL and a move per element, about 7 % of the masked causal rows' instructions
+    // (Nsight Compute, H200, 2026-12-01; its A/B is at kWords above; f16 rows of 16384, staged,
+    // 85.2 / 85.1 -> 85.7 / 86.5 there). The f32 rows keep one body: compiled twice, the kernels
+    // of up to 16 elements a thread spilled 16 to 56 bytes (ptxas, sm_90, nvcc 13).
     const auto finish = [&](auto log_form) {
       const bool is_log = log_form;
       T sum = 0;
@@ -605,7 +621,7 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
         rows::tile_store<P>(out, length, lane, v);
       }
     };
-    constexpr bool kSplitLog = sizeof(S) == 2;
+    constexpr bool kSplitLog = sizeof(S) == 2 && (kMask || kShared);
     if constexpr (!kSplitLog)
       finish(p.log);
     else if (p.log)
