@@ -447,12 +447,13 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
   // form had fetched each row in place). H200 A/B (2026-11-30 05:08Z, kf-bench `--suite ops
   // --filter softmax`, 05faef6's library against one with the form for 16-bit masked rows, same
   // call, two passes), causal [16, 2048, 2048] with a [2048, 2048] mask, % of copy: bf16 73.2 /
-  // 73.6 -> 78.5 / 78.8, f16 79.3 / 79.4 -> 79.4 / 79.8 (f16 keeps the element-wise form). The
-  // same form without the prefetch had lost (02:48Z: f16 79.1 -> 67.5, bf16 73.2 -> 67.3).
-  // Masked bf16 rows without the causal rule (every chunk fetched) take it unmeasured.
-  constexpr bool kChunked =
-      (sizeof(S) == 4 || (std::is_same_v<S, math::bfloat16_t> && kMask && kPrefetch)) &&
-      P::vec > 1 && P::group > 32 && P::items <= 16;
+  // 73.6 -> 78.5 / 78.8, f16 79.3 / 79.4 -> 79.4 / 79.8. The same form without the prefetch had
+  // lost (02:48Z: f16 79.1 -> 67.5, bf16 73.2 -> 67.3). Since the prefetch is held in words
+  // (kWords), f16 takes it too: H200 A/B (2026-12-01 04:00Z, ba76fe5's library against the one
+  // with it, same call, two passes), f16 causal 86.9 / 86.9 (03:55Z) -> 97.5 / 97.6, bf16 97.2 /
+  // 97.3. Masked rows without the causal rule (every chunk fetched) take it unmeasured.
+  constexpr bool kChunked = (sizeof(S) == 4 || (sizeof(S) == 2 && kMask && kPrefetch)) &&
+                            P::vec > 1 && P::group > 32 && P::items <= 16;
   for (int64_t first = first_row; first < w.rows;
        first += walk_step, query = next_query(query), cursor = advanced(cursor)) {
     const int64_t row = first + slot;
