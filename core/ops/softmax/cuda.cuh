@@ -328,12 +328,12 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
   // next row's loads going into the registers just read. As 16-bit elements, each prefetched
   // load was merged into the loop-carried registers by byte permutes placed right after it (a
   // PRMT an element pair, SASS, sm_90, nvcc 13), which waited for the data before the row was
-  // worked on. H200 A/B (2026-12-01 03:52Z, kf-bench `--suite ops --filter
-  // softmax,log_softmax`, 1db6c17's library against fde78ea's, same call, two passes), causal
-  // [16, 2048, 2048] with a [2048, 2048] mask, % of copy, with kSplitLog and the 72-register
-  // bound of launch_cached: f16 79.1 / 78.9 -> 86.7 / 86.5, bf16 78.2 / 78.2 -> 97.4 / 97.3.
-  // The unmasked 16-bit rows, measured in the same form, moved within noise but for the rows of
-  // 64 (bf16 88.8 / 89.4 / 90.0 -> 87.0-87.6 over two calls), and keep theirs.
+  // worked on. H200 A/B (2026-12-01 03:44Z, kf-bench `--suite ops --filter
+  // softmax,log_softmax`, 0aefb3f's library (1db6c17's kernels) against fde78ea's, same call,
+  // two passes), causal [16, 2048, 2048] with a [2048, 2048] mask, % of copy, with kSplitLog and
+  // the 72-register bound of launch_cached: f16 79.1 / 78.9 -> 86.7 / 86.5, bf16 78.2 / 78.2 ->
+  // 97.4 / 97.3. The unmasked 16-bit rows, measured in the same form, moved within noise but for
+  // the rows of 64 (bf16 87.4-90.0 -> 87.0-87.6 over two calls), and keep theirs.
   constexpr bool kShared = kStagedRows > 0 && !kMask && kStage;
   constexpr bool kPrefetch = rows::tile_prefetches<P, S>() && !kShared;
   constexpr bool kWords = kPrefetch && kMask && rows::tile_words_fit<P, S>();
@@ -449,9 +449,10 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
   // call, two passes), causal [16, 2048, 2048] with a [2048, 2048] mask, % of copy: bf16 73.2 /
   // 73.6 -> 78.5 / 78.8, f16 79.3 / 79.4 -> 79.4 / 79.8. The same form without the prefetch had
   // lost (02:48Z: f16 79.1 -> 67.5, bf16 73.2 -> 67.3). Since the prefetch is held in words
-  // (kWords), f16 takes it too: H200 A/B (2026-12-01 04:00Z, ba76fe5's library against the one
-  // with it, same call, two passes), f16 causal 86.9 / 86.9 (03:55Z) -> 97.5 / 97.6, bf16 97.2 /
-  // 97.3. Masked rows without the causal rule (every chunk fetched) take it unmeasured.
+  // (kWords), f16 takes it too: H200 A/B (2026-12-01 04:00Z, 0aefb3f's library against the one
+  // with it, same call, two passes), f16 causal 79.1 / 79.1 -> 97.5 / 97.6 (86.9 / 86.9 without
+  // it, ba76fe5 at 03:55Z), bf16 78.2 / 78.3 -> 97.2 / 97.3. Masked rows without the causal rule
+  // (every chunk fetched) take it unmeasured.
   constexpr bool kChunked = (sizeof(S) == 4 || (sizeof(S) == 2 && kMask && kPrefetch)) &&
                             P::vec > 1 && P::group > 32 && P::items <= 16;
   for (int64_t first = first_row; first < w.rows;
