@@ -480,7 +480,7 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
     const auto take = [&](const Raw& from) {
       if constexpr (kPackedSum) {
         rows::tile_sum_words(from.x, from.residual, summed);
-        rows::tile_widen_words(summed, h);
+        rows::tile_convert<P, S>(summed, h);
       } else {
         convert(from.x, length, h);
         if constexpr (kResidual) convert(from.residual, length, add);

@@ -283,20 +283,6 @@ __device__ __forceinline__ void tile_fetch(const S* row, int n, int lane, TileWo
   }
 }
 
-// tile_unpack from words.
-template <class P, class S, bool kPairs = false>
-__device__ __forceinline__ void tile_unpack(const TileWords<P, S>& raw, int n, int lane,
-                                            float (&dst)[P::items], float pad) {
-#pragma unroll
-  for (int k = 0; k < P::chunks; ++k) {
-    const bool inside = tile_col<P>(lane, k) < n;
-    float values[P::vec];
-    tile_widen<P, S, kPairs>(raw, k, values);
-#pragma unroll
-    for (int e = 0; e < P::vec; ++e) dst[k * P::vec + e] = inside ? values[e] : pad;
-  }
-}
-
 // Issues the loads of this thread's part of a row of n elements (n a multiple of P::vec; 0 loads
 // nothing).
 template <class P, class S>
@@ -400,6 +386,28 @@ __device__ __forceinline__ void tile_unpack(const TileRaw<P, S>& raw, int n, int
   }
 }
 
+// tile_convert and tile_unpack of a part held in words (widen_word, tile_widen).
+template <class P, class S>
+__device__ __forceinline__ void tile_convert(const TileWords<P, S>& raw, float (&dst)[P::items]) {
+#pragma unroll
+  for (int k = 0; k < P::chunks; ++k)
+#pragma unroll
+    for (int i = 0; i < TileWords<P, S>::per_chunk; ++i)
+      widen_word(raw.words[k][i], S{}, dst[k * P::vec + 2 * i], dst[k * P::vec + 2 * i + 1]);
+}
+template <class P, class S, bool kPairs = false>
+__device__ __forceinline__ void tile_unpack(const TileWords<P, S>& raw, int n, int lane,
+                                            float (&dst)[P::items], float pad) {
+#pragma unroll
+  for (int k = 0; k < P::chunks; ++k) {
+    const bool inside = tile_col<P>(lane, k) < n;
+    float values[P::vec];
+    tile_widen<P, S, kPairs>(raw, k, values);
+#pragma unroll
+    for (int e = 0; e < P::vec; ++e) dst[k * P::vec + e] = inside ? values[e] : pad;
+  }
+}
+
 // Loads this thread's part of a row of n elements (n a multiple of P::vec) into dst (compute type),
 // `pad` where the row has ended. Every load is issued before the first conversion.
 template <class P, class S>
@@ -468,30 +476,6 @@ __device__ __forceinline__ void tile_sum_words(const TileRaw<P, S>& a, const Til
     __builtin_memcpy(y, b.packs[k].v, sizeof y);
 #pragma unroll
     for (int i = 0; i < P::vec / 2; ++i) sum.words[k][i] = packed_sum<S>(x[i], y[i]);
-  }
-}
-
-// Widens every chunk of a summed part of a row to float: bf16 by a shift and a mask a word, f16
-// by a conversion of each half.
-template <class P, class S>
-__device__ __forceinline__ void tile_widen_words(const TileWords<P, S>& sum,
-                                                 float (&dst)[P::items]) {
-#pragma unroll
-  for (int k = 0; k < P::chunks; ++k) {
-#pragma unroll
-    for (int i = 0; i < P::vec / 2; ++i) {
-      const unsigned int w = sum.words[k][i];
-      float& lo = dst[k * P::vec + 2 * i];
-      float& hi = dst[k * P::vec + 2 * i + 1];
-      if constexpr (std::is_same_v<S, math::half_t>) {
-        asm("{.reg .b16 l, h;\n mov.b32 {l, h}, %2;\n cvt.f32.f16 %0, l;\n cvt.f32.f16 %1, h;}"
-            : "=f"(lo), "=f"(hi)
-            : "r"(w));
-      } else {
-        lo = __uint_as_float(w << 16);
-        hi = __uint_as_float(w & 0xffff0000u);
-      }
-    }
   }
 }
 
