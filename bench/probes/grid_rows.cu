@@ -29,14 +29,7 @@
 #include <cstring>
 #include <vector>
 
-#define CK(x)                                                                   \
-  do {                                                                          \
-    cudaError_t e_ = (x);                                                       \
-    if (e_ != cudaSuccess) {                                                    \
-      printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      exit(1);                                                                  \
-    }                                                                           \
-  } while (0)
+#include "bench/probes/probe_util.cuh"
 
 // Threads a block: 256 unless built with -DKF_PROBE_THREADS=512 (kf-probe-grid-rows-512).
 #ifndef KF_PROBE_THREADS
@@ -54,44 +47,6 @@ template <int N>
 __device__ __forceinline__ void wait_group() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
-template <class T>
-struct Vec;  // 16 bytes of T as floats
-template <>
-struct Vec<float> {
-  static constexpr int n = 4;
-  __device__ static void load(const uint4& r, float* f) {
-    f[0] = __uint_as_float(r.x);
-    f[1] = __uint_as_float(r.y);
-    f[2] = __uint_as_float(r.z);
-    f[3] = __uint_as_float(r.w);
-  }
-  __device__ static uint4 store(const float* f) {
-    return make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]),
-                      __float_as_uint(f[3]));
-  }
-};
-template <>
-struct Vec<__nv_bfloat16> {
-  static constexpr int n = 8;
-  __device__ static void load(const uint4& r, float* f) {
-    const unsigned w[4] = {r.x, r.y, r.z, r.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      f[2 * i] = __uint_as_float(w[i] << 16);
-      f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-    }
-  }
-  __device__ static uint4 store(const float* f) {
-    unsigned w[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      __nv_bfloat162 h = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
-      memcpy(&w[i], &h, 4);
-    }
-    return make_uint4(w[0], w[1], w[2], w[3]);
-  }
-};
-
 __device__ __forceinline__ double shfl(double v, int o) { return __shfl_xor_sync(~0u, v, o); }
 __device__ __forceinline__ float shfl(float v, int o) { return __shfl_xor_sync(~0u, v, o); }
 

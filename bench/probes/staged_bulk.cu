@@ -31,16 +31,9 @@
 #include <cstdlib>
 #include <vector>
 
-namespace cg = cooperative_groups;
+#include "bench/probes/probe_util.cuh"
 
-#define CK(x)                                                                   \
-  do {                                                                          \
-    cudaError_t e_ = (x);                                                       \
-    if (e_ != cudaSuccess) {                                                    \
-      printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      exit(1);                                                                  \
-    }                                                                           \
-  } while (0)
+namespace cg = cooperative_groups;
 
 #ifndef KF_PROBE_THREADS
 #define KF_PROBE_THREADS 512
@@ -103,42 +96,6 @@ __device__ __forceinline__ void fence_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
-template <class S>
-struct Lanes;  // 16 bytes of S as floats
-template <>
-struct Lanes<float> {
-  static constexpr int n = 4;
-  __device__ static void get(const uint4& u, float* f) {
-    f[0] = __uint_as_float(u.x), f[1] = __uint_as_float(u.y), f[2] = __uint_as_float(u.z),
-    f[3] = __uint_as_float(u.w);
-  }
-  __device__ static uint4 put(const float* f) {
-    return make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]),
-                      __float_as_uint(f[3]));
-  }
-};
-template <>
-struct Lanes<__half> {
-  static constexpr int n = 8;
-  __device__ static void get(const uint4& u, float* f) {
-    const unsigned w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&w[i]));
-      f[2 * i] = p.x, f[2 * i + 1] = p.y;
-    }
-  }
-  __device__ static uint4 put(const float* f) {
-    unsigned w[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const __half2 h = __floats2half2_rn(f[2 * i], f[2 * i + 1]);
-      w[i] = *reinterpret_cast<const unsigned*>(&h);
-    }
-    return make_uint4(w[0], w[1], w[2], w[3]);
-  }
-};
-
 // Calls f(vector offset in global, first slot, vectors) for each contiguous piece of the slice
 // [first, first + count) of channel c.
 template <class F>
@@ -154,6 +111,142 @@ __device__ __forceinline__ void for_pieces(const Shape& s, int c, uint32_t first
   }
 }
 
+// The block's shifted sums of its slice (four vectors in flight a thread), folded over the
+// block: returned in every lane of warp 0. Starts with a barrier, so that warp_sums may be reused.
+template <class S>
+__device__ __forceinline__ float2 block_sums(const uint4* slice, uint32_t count, float shift,
+                                             float2* warp_sums) {
+  using L = Vec<S>;
+  float sd[2] = {0, 0}, sd2[2] = {0, 0};
+  auto add = [&](const uint4& u, int a) {
+    float f[L::n];
+    L::load(u, f);
+#pragma unroll
+    for (int e = 0; e < L::n; ++e) {
+      const float d = f[e] - shift;
+      sd[a] += d;
+      sd2[a] = fmaf(d, d, sd2[a]);
+    }
+  };
+  uint32_t i = threadIdx.x;
+  for (; i + 3 * kThreads < count; i += 4 * kThreads) {
+    uint4 u[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) u[j] = slice[i + j * kThreads];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) add(u[j], j & 1);
+  }
+  for (; i < count; i += kThreads) add(slice[i], 0);
+  float2 t = make_float2(sd[0] + sd[1], sd2[0] + sd2[1]);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    t.x += __shfl_xor_sync(0xffffffffu, t.x, o);
+    t.y += __shfl_xor_sync(0xffffffffu, t.y, o);
+  }
+  __syncthreads();
+  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = t;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    t = threadIdx.x < kThreads / 32 ? warp_sums[threadIdx.x] : make_float2(0, 0);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      t.x += __shfl_xor_sync(0xffffffffu, t.x, o);
+      t.y += __shfl_xor_sync(0xffffffffu, t.y, o);
+    }
+  }
+  return t;
+}
+
+// Warp 0 pushes the block's sums t into slot `rank` of every block's mailbox row `row`.
+__device__ __forceinline__ void push_sums(cg::cluster_group& cluster, float2* row, float2 t,
+                                          int rank, int split) {
+  if (threadIdx.x < static_cast<unsigned>(split))
+    cluster.map_shared_rank(row, threadIdx.x)[rank] = t;
+}
+
+// Every warp folds the cluster's sums from the local mailbox row, the same tree everywhere, and
+// returns act's (scale, bias) for the channel: (v - mean) * weight * rstd + bias as one FMA.
+__device__ __forceinline__ float2 coefficients(const float2* row, int split, int64_t n, float shift,
+                                               float weight, float bias, float eps) {
+  const unsigned lane = threadIdx.x % 32;
+  float2 t = lane < static_cast<unsigned>(split) ? row[lane] : make_float2(0, 0);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    t.x += __shfl_xor_sync(0xffffffffu, t.x, o);
+    t.y += __shfl_xor_sync(0xffffffffu, t.y, o);
+  }
+  const float mean_d = t.x / static_cast<float>(n);
+  const float var = fmaxf(t.y / static_cast<float>(n) - mean_d * mean_d, 0.f);
+  const float scale = weight * rsqrtf(var + eps);
+  return make_float2(scale, bias - (shift + mean_d) * scale);
+}
+
+// ReLU(v * k.x + k.y) of the slice, in place (four vectors in flight a thread).
+template <class S>
+__device__ __forceinline__ void normalize_in_place(uint4* slice, uint32_t count, float2 k) {
+  using L = Vec<S>;
+  auto put = [&](uint4 u) {
+    float f[L::n];
+    L::load(u, f);
+#pragma unroll
+    for (int e = 0; e < L::n; ++e) f[e] = fmaxf(fmaf(f[e], k.x, k.y), 0.f);
+    return L::store(f);
+  };
+  uint32_t i = threadIdx.x;
+  for (; i + 3 * kThreads < count; i += 4 * kThreads) {
+    uint4 u[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) u[j] = slice[i + j * kThreads];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) slice[i + j * kThreads] = put(u[j]);
+  }
+  for (; i < count; i += kThreads) slice[i] = put(slice[i]);
+}
+
+// A block's place: its rank in the cluster, its cluster among `clusters`, and its slice of a
+// channel, vectors [first, first + count); n is the channel's elements.
+struct Place {
+  int rank, cluster_id, clusters;
+  uint32_t first, count;
+  int64_t n;
+};
+template <class S>
+__device__ __forceinline__ Place place_of(const cg::cluster_group& cluster, const Shape& s) {
+  Place p;
+  p.rank = static_cast<int>(cluster.block_rank());
+  p.cluster_id = blockIdx.x / s.split;
+  p.clusters = gridDim.x / s.split;
+  const uint32_t vectors = s.runs * s.run_vectors;
+  p.first = p.rank * s.part;
+  p.count = min(s.part, vectors - min(p.first, vectors));
+  p.n = int64_t{vectors} * Vec<S>::n;
+  return p;
+}
+
+// trace (optional): clock64 per block and channel k at `event` (0 the top, 1 data landed, 2
+// statistics exchanged, 3 output issued, 4 the channel's load issued).
+__device__ __forceinline__ void mark(long long* trace, int max_k, int k, int event) {
+  if (trace != nullptr && k < max_k)
+    trace[(int64_t{blockIdx.x} * max_k + k) * 5 + event] = clock64();
+}
+
+// The issuer's bulk copies of the block's slice of channel c into `to`, completing on `full`.
+__device__ __forceinline__ void load_slice(uint4* to, uint64_t* full, const uint4* gx,
+                                           const Shape& s, const Place& p, int c) {
+  bar_expect(full, p.count * 16u);
+  for_pieces(s, c, p.first, p.count, [&](int64_t g, uint32_t at, uint32_t m) {
+    bulk_load(to + at, gx + g, m * 16u, full);
+  });
+}
+
+// The issuer's bulk stores of the block's slice of channel c from `from`, as one bulk group.
+__device__ __forceinline__ void store_slice(uint4* gout, const uint4* from, const Shape& s,
+                                            const Place& p, int c) {
+  for_pieces(s, c, p.first, p.count,
+             [&](int64_t g, uint32_t at, uint32_t m) { bulk_store(gout + g, from + at, m * 16u); });
+  bulk_commit();
+}
+
 // kDirect: the output is written by every thread with 16-byte stores from registers (the slot is
 // free once the block has passed the barrier after its output loop); otherwise it is normalised
 // in place and written by the issuing thread's bulk copies (the slot is free once they have
@@ -162,40 +255,23 @@ template <class S, int NB, bool kDirect>
 __global__ void __launch_bounds__(kThreads)
     staged_bulk_kernel(const S* __restrict__ x, S* __restrict__ out, const float* __restrict__ w,
                        const float* __restrict__ b, Shape s, long long* trace, int max_k) {
-  using L = Lanes<S>;
+  using L = Vec<S>;
   constexpr unsigned kIssuer = 32;
-  // trace (optional): clock64 per block and channel at the top, data landed, statistics
-  // exchanged, output issued, and when the channel's load was issued.
-  auto mark = [&](int k, int event) {
-    if (trace != nullptr && k < max_k)
-      trace[(int64_t{blockIdx.x} * max_k + k) * 5 + event] = clock64();
-  };
   extern __shared__ __align__(128) uint4 buf[];
   __shared__ uint64_t full[NB];
   __shared__ float2 warp_sums[kThreads / 32];
   __shared__ float2 mailbox[2][32];
   cg::cluster_group cluster = cg::this_cluster();
-  const int rank = static_cast<int>(cluster.block_rank());
-  const int cluster_id = blockIdx.x / s.split, clusters = gridDim.x / s.split;
-  const uint32_t vectors = s.runs * s.run_vectors;
-  const uint32_t first = rank * s.part;
-  const uint32_t count = min(s.part, vectors - min(first, vectors));
+  const Place p = place_of<S>(cluster, s);
   const uint4* gx = reinterpret_cast<const uint4*>(x);
   uint4* gout = reinterpret_cast<uint4*>(out);
-  const int64_t n = int64_t{vectors} * L::n;
-  auto load = [&](int c, int slot) {  // the issuer only
-    bar_expect(&full[slot], count * 16u);
-    uint4* to = buf + slot * s.part;
-    for_pieces(s, c, first, count, [&](int64_t g, uint32_t at, uint32_t m) {
-      bulk_load(to + at, gx + g, m * 16u, &full[slot]);
-    });
-  };
   // Stages the channel NB - 1 ahead of c into the slot the previous channel has left.
   auto restage = [&](int c, int k) {
     if (!kDirect) bulk_wait_read0();
-    const int ahead = c + (NB - 1) * clusters;
-    mark(k + NB - 1, 4);
-    if (ahead < s.channels) load(ahead, (k - 1 + NB) % NB);
+    const int ahead = c + (NB - 1) * p.clusters;
+    mark(trace, max_k, k + NB - 1, 4);
+    const int slot = (k - 1 + NB) % NB;
+    if (ahead < s.channels) load_slice(buf + slot * s.part, &full[slot], gx, s, p, ahead);
   };
   if (threadIdx.x == kIssuer) {
     for (int i = 0; i < NB; ++i) bar_init(&full[i]);
@@ -204,119 +280,48 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   if (threadIdx.x == kIssuer) {
     for (int i = 0; i < NB; ++i) {
-      const int c = cluster_id + i * clusters;
-      mark(i, 4);
-      if (c < s.channels) load(c, i);
+      const int c = p.cluster_id + i * p.clusters;
+      mark(trace, max_k, i, 4);
+      if (c < s.channels) load_slice(buf + i * s.part, &full[i], gx, s, p, c);
     }
   }
   cluster.sync();  // every block's mailbox exists before any is read
   int k = 0;
-  for (int c = cluster_id; c < s.channels; c += clusters, ++k) {
+  for (int c = p.cluster_id; c < s.channels; c += p.clusters, ++k) {
     const int slot = k % NB;
     const bool early = kDirect || NB == 1;  // restage at the top, not after the exchange
-    if (threadIdx.x == 0) mark(k, 0);
+    if (threadIdx.x == 0) mark(trace, max_k, k, 0);
     if (k > 0 && early && threadIdx.x == kIssuer) restage(c, k);
-    const float shift = [&] {
-      float f[L::n];
-      L::get(__ldg(gx + c * s.channel_stride), f);
-      return f[0];
-    }();
+    float shift[L::n];
+    L::load(__ldg(gx + c * s.channel_stride), shift);
     const float wc = __ldg(w + c), bc = __ldg(b + c);
     bar_wait(&full[slot], (k / NB) & 1);
-    if (threadIdx.x == 0) mark(k, 1);
+    if (threadIdx.x == 0) mark(trace, max_k, k, 1);
     uint4* const slice = buf + slot * s.part;
-    float sd[2] = {0, 0}, sd2[2] = {0, 0};
-    auto add = [&](const uint4& u, int a) {
-      float f[L::n];
-      L::get(u, f);
-#pragma unroll
-      for (int e = 0; e < L::n; ++e) {
-        const float d = f[e] - shift;
-        sd[a] += d;
-        sd2[a] = fmaf(d, d, sd2[a]);
-      }
-    };
-    uint32_t i = threadIdx.x;
-    for (; i + 3 * kThreads < count; i += 4 * kThreads) {
-      uint4 u[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) u[j] = slice[i + j * kThreads];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) add(u[j], j & 1);
-    }
-    for (; i < count; i += kThreads) add(slice[i], 0);
-    float2 t = make_float2(sd[0] + sd[1], sd2[0] + sd2[1]);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      t.x += __shfl_xor_sync(0xffffffffu, t.x, o);
-      t.y += __shfl_xor_sync(0xffffffffu, t.y, o);
-    }
-    if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = t;
-    __syncthreads();
-    if (threadIdx.x < 32) {  // the block's sums, pushed into every block's mailbox
-      t = threadIdx.x < kThreads / 32 ? warp_sums[threadIdx.x] : make_float2(0, 0);
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) {
-        t.x += __shfl_xor_sync(0xffffffffu, t.x, o);
-        t.y += __shfl_xor_sync(0xffffffffu, t.y, o);
-      }
-      if (threadIdx.x < static_cast<unsigned>(s.split))
-        cluster.map_shared_rank(&mailbox[k & 1][0], threadIdx.x)[rank] = t;
-    }
+    const float2 t = block_sums<S>(slice, p.count, shift[0], warp_sums);
+    push_sums(cluster, &mailbox[k & 1][0], t, p.rank, s.split);
     cluster.sync();
-    if (threadIdx.x == 0) mark(k, 2);
+    if (threadIdx.x == 0) mark(trace, max_k, k, 2);
     if (k > 0 && !early && threadIdx.x == kIssuer) restage(c, k);
-    {  // every warp folds the cluster's sums (the same tree everywhere)
-      const unsigned lane = threadIdx.x % 32;
-      t = lane < static_cast<unsigned>(s.split) ? mailbox[k & 1][lane] : make_float2(0, 0);
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) {
-        t.x += __shfl_xor_sync(0xffffffffu, t.x, o);
-        t.y += __shfl_xor_sync(0xffffffffu, t.y, o);
-      }
-    }
-    const float mean_d = t.x / static_cast<float>(n);
-    const float var = fmaxf(t.y / static_cast<float>(n) - mean_d * mean_d, 0.f);
-    const float scale = wc * rsqrtf(var + s.eps);
-    const float2 k2 = make_float2(scale, bc - (shift + mean_d) * scale);
+    const float2 k2 = coefficients(&mailbox[k & 1][0], s.split, p.n, shift[0], wc, bc, s.eps);
     if (kDirect) {
-      for_pieces(s, c, first, count, [&](int64_t g, uint32_t at, uint32_t m) {
+      for_pieces(s, c, p.first, p.count, [&](int64_t g, uint32_t at, uint32_t m) {
         for (uint32_t i = threadIdx.x; i < m; i += kThreads) {
           float f[L::n];
-          L::get(slice[at + i], f);
+          L::load(slice[at + i], f);
 #pragma unroll
           for (int e = 0; e < L::n; ++e) f[e] = fmaxf(fmaf(f[e], k2.x, k2.y), 0.f);
-          gout[g + i] = L::put(f);
+          gout[g + i] = L::store(f);
         }
       });
       __syncthreads();  // the slot is read: it may be restaged
     } else {
-      auto put = [&](uint4 u) {
-        float f[L::n];
-        L::get(u, f);
-#pragma unroll
-        for (int e = 0; e < L::n; ++e) f[e] = fmaxf(fmaf(f[e], k2.x, k2.y), 0.f);
-        return L::put(f);
-      };
-      uint32_t i = threadIdx.x;
-      for (; i + 3 * kThreads < count; i += 4 * kThreads) {
-        uint4 u[4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) u[j] = slice[i + j * kThreads];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) slice[i + j * kThreads] = put(u[j]);
-      }
-      for (; i < count; i += kThreads) slice[i] = put(slice[i]);
+      normalize_in_place<S>(slice, p.count, k2);
       fence_async_shared();  // the generic writes are seen by the bulk copies
       __syncthreads();
-      if (threadIdx.x == kIssuer) {
-        for_pieces(s, c, first, count, [&](int64_t g, uint32_t at, uint32_t m) {
-          bulk_store(gout + g, slice + at, m * 16u);
-        });
-        bulk_commit();
-      }
+      if (threadIdx.x == kIssuer) store_slice(gout, slice, s, p, c);
     }
-    if (threadIdx.x == 0) mark(k, 3);
+    if (threadIdx.x == 0) mark(trace, max_k, k, 3);
   }
   if (threadIdx.x == kIssuer) bulk_wait0();
   cluster.sync();  // no block leaves while another may still read its mailbox
@@ -339,85 +344,33 @@ __global__ void __launch_bounds__(kThreads)
     pipelined_kernel(const S* __restrict__ x, S* __restrict__ out, const float* __restrict__ w,
                      const float* __restrict__ b, Shape s, long long* trace, int max_k) {
   static_assert(NB >= 3, "channel k + 1 is reduced while k is written and k + 2 loads");
-  using L = Lanes<S>;
+  using L = Vec<S>;
   constexpr unsigned kIssuer = 32;
-  auto mark = [&](int k, int event) {
-    if (trace != nullptr && k < max_k)
-      trace[(int64_t{blockIdx.x} * max_k + k) * 5 + event] = clock64();
-  };
   extern __shared__ __align__(128) uint4 buf[];
   __shared__ uint64_t full[NB];
   __shared__ float2 warp_sums[kThreads / 32];
   __shared__ float2 mailbox[4][32];
   cg::cluster_group cluster = cg::this_cluster();
-  const int rank = static_cast<int>(cluster.block_rank());
-  const int cluster_id = blockIdx.x / s.split, clusters = gridDim.x / s.split;
-  const uint32_t vectors = s.runs * s.run_vectors;
-  const uint32_t first = rank * s.part;
-  const uint32_t count = min(s.part, vectors - min(first, vectors));
+  const Place p = place_of<S>(cluster, s);
   const uint4* gx = reinterpret_cast<const uint4*>(x);
   uint4* gout = reinterpret_cast<uint4*>(out);
-  const int64_t n = int64_t{vectors} * L::n;
-  auto channel = [&](int k) { return cluster_id + k * clusters; };
+  auto channel = [&](int k) { return p.cluster_id + k * p.clusters; };
   auto load = [&](int k) {  // the issuer only
-    const int slot = k % NB;
-    mark(k, 4);
-    bar_expect(&full[slot], count * 16u);
-    uint4* to = buf + slot * s.part;
-    for_pieces(s, channel(k), first, count, [&](int64_t g, uint32_t at, uint32_t m) {
-      bulk_load(to + at, gx + g, m * 16u, &full[slot]);
-    });
+    mark(trace, max_k, k, 4);
+    load_slice(buf + (k % NB) * s.part, &full[k % NB], gx, s, p, channel(k));
   };
   auto shift_of = [&](int c) {
     float f[L::n];
-    L::get(__ldg(gx + c * s.channel_stride), f);
+    L::load(__ldg(gx + c * s.channel_stride), f);
     return f[0];
   };
   // Reduces channel k's slice and pushes the block's sums into every block's mailbox.
   auto reduce_push = [&](int k) {
     const float shift = shift_of(channel(k));
     bar_wait(&full[k % NB], (k / NB) & 1);
-    if (threadIdx.x == 0) mark(k, 1);
-    const uint4* slice = buf + (k % NB) * s.part;
-    float sd[2] = {0, 0}, sd2[2] = {0, 0};
-    auto add = [&](const uint4& u, int a) {
-      float f[L::n];
-      L::get(u, f);
-#pragma unroll
-      for (int e = 0; e < L::n; ++e) {
-        const float d = f[e] - shift;
-        sd[a] += d;
-        sd2[a] = fmaf(d, d, sd2[a]);
-      }
-    };
-    uint32_t i = threadIdx.x;
-    for (; i + 3 * kThreads < count; i += 4 * kThreads) {
-      uint4 u[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) u[j] = slice[i + j * kThreads];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) add(u[j], j & 1);
-    }
-    for (; i < count; i += kThreads) add(slice[i], 0);
-    float2 t = make_float2(sd[0] + sd[1], sd2[0] + sd2[1]);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      t.x += __shfl_xor_sync(0xffffffffu, t.x, o);
-      t.y += __shfl_xor_sync(0xffffffffu, t.y, o);
-    }
-    __syncthreads();  // warp_sums of the previous reduction are read
-    if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = t;
-    __syncthreads();
-    if (threadIdx.x < 32) {
-      t = threadIdx.x < kThreads / 32 ? warp_sums[threadIdx.x] : make_float2(0, 0);
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) {
-        t.x += __shfl_xor_sync(0xffffffffu, t.x, o);
-        t.y += __shfl_xor_sync(0xffffffffu, t.y, o);
-      }
-      if (threadIdx.x < static_cast<unsigned>(s.split))
-        cluster.map_shared_rank(&mailbox[k % 4][0], threadIdx.x)[rank] = t;
-    }
+    if (threadIdx.x == 0) mark(trace, max_k, k, 1);
+    const float2 t = block_sums<S>(buf + (k % NB) * s.part, p.count, shift, warp_sums);
+    push_sums(cluster, &mailbox[k % 4][0], t, p.rank, s.split);
   };
   if (threadIdx.x == kIssuer) {
     for (int i = 0; i < NB; ++i) bar_init(&full[i]);
@@ -428,7 +381,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int k = 0; k < NB && channel(k) < s.channels; ++k) load(k);
   cluster.sync();  // every block's mailbox exists before any is written
   if (channel(0) < s.channels) {
-    if (threadIdx.x == 0) mark(0, 0);
+    if (threadIdx.x == 0) mark(trace, max_k, 0, 0);
     reduce_push(0);
     cluster_arrive();
   }
@@ -437,7 +390,7 @@ __global__ void __launch_bounds__(kThreads)
     const bool next = channel(k + 1) < s.channels;
     const float wc = __ldg(w + c), bc = __ldg(b + c), shift = shift_of(c);
     if (next) {
-      if (threadIdx.x == 0) mark(k + 1, 0);
+      if (threadIdx.x == 0) mark(trace, max_k, k + 1, 0);
       reduce_push(k + 1);
     }
     if (k > 0 && threadIdx.x == kIssuer) {
@@ -445,48 +398,15 @@ __global__ void __launch_bounds__(kThreads)
       if (channel(k - 1 + NB) < s.channels) load(k - 1 + NB);
     }
     cluster_wait();  // channel k's sums are in every mailbox
-    if (threadIdx.x == 0) mark(k, 2);
+    if (threadIdx.x == 0) mark(trace, max_k, k, 2);
     if (next) cluster_arrive();  // channel k + 1's pushes are done
-    float2 t;
-    {
-      const unsigned lane = threadIdx.x % 32;
-      t = lane < static_cast<unsigned>(s.split) ? mailbox[k % 4][lane] : make_float2(0, 0);
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) {
-        t.x += __shfl_xor_sync(0xffffffffu, t.x, o);
-        t.y += __shfl_xor_sync(0xffffffffu, t.y, o);
-      }
-    }
-    const float mean_d = t.x / static_cast<float>(n);
-    const float var = fmaxf(t.y / static_cast<float>(n) - mean_d * mean_d, 0.f);
-    const float scale = wc * rsqrtf(var + s.eps);
-    const float2 k2 = make_float2(scale, bc - (shift + mean_d) * scale);
+    const float2 k2 = coefficients(&mailbox[k % 4][0], s.split, p.n, shift, wc, bc, s.eps);
     uint4* const slice = buf + (k % NB) * s.part;
-    auto put = [&](uint4 u) {
-      float f[L::n];
-      L::get(u, f);
-#pragma unroll
-      for (int e = 0; e < L::n; ++e) f[e] = fmaxf(fmaf(f[e], k2.x, k2.y), 0.f);
-      return L::put(f);
-    };
-    uint32_t i = threadIdx.x;
-    for (; i + 3 * kThreads < count; i += 4 * kThreads) {
-      uint4 u[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) u[j] = slice[i + j * kThreads];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) slice[i + j * kThreads] = put(u[j]);
-    }
-    for (; i < count; i += kThreads) slice[i] = put(slice[i]);
+    normalize_in_place<S>(slice, p.count, k2);
     fence_async_shared();
     __syncthreads();
-    if (threadIdx.x == kIssuer) {
-      for_pieces(s, c, first, count, [&](int64_t g, uint32_t at, uint32_t m) {
-        bulk_store(gout + g, slice + at, m * 16u);
-      });
-      bulk_commit();
-    }
-    if (threadIdx.x == 0) mark(k, 3);
+    if (threadIdx.x == kIssuer) store_slice(gout, slice, s, p, c);
+    if (threadIdx.x == 0) mark(trace, max_k, k, 3);
   }
   if (threadIdx.x == kIssuer) bulk_wait0();
   cluster.sync();
