@@ -4,12 +4,12 @@
 // kernel: each thread moves whole 16-byte vectors of x and out and one 4- or 8-byte word of the
 // mask. One Philox block (four numbers, eight 16-bit decisions: dropout.hpp) decides eight
 // elements: a 16-bit thread's group of eight draws one block, and the f32 and f64 groups of four
-// take half a block each (both halves' threads draw it). The few elements after the last whole
-// vector are done one by one. Everything else runs the strided kernel, one Philox block per
-// thread and per eight consecutive row-major indices. The vector kernel gives each block an equal
-// contiguous share of a grid of waves of resident blocks (VectorPolicy); f32 and f64 stage x
-// through shared memory, three groups ahead. The strided kernel runs one full wave. Launches are
-// asynchronous: no allocation, no synchronisation.
+// take half a block each (a pair of lanes shares the block's draws over two steps). The few
+// elements after the last whole vector are done one by one. Everything else runs the strided
+// kernel, one Philox block per thread and per eight consecutive row-major indices. The vector
+// kernel gives each block an equal contiguous share of a grid of waves of resident blocks
+// (VectorPolicy); f32 and f64 stage x through shared memory, three groups ahead. The strided kernel
+// runs one full wave. Launches are asynchronous: no allocation, no synchronisation.
 //
 // Cost: the 16-bit kernels are bound by instruction issue, not memory, on an H200. Per group of
 // eight they draw one Philox-4x32-10 block (10 rounds of two 32x32->64 multiplies and two 3-way
@@ -112,16 +112,6 @@ struct Rng {
     const math::PhiloxWords words = math::philox_block(keys, offset, static_cast<uint64_t>(block));
 #pragma unroll
     for (int e = 0; e < kPerBlock; ++e) keep[e] = kept(words.v[e / 2], e);
-  }
-  // The four decisions of half `half` (0 or 1) of Philox block `block` (elements 4 * half ..
-  // 4 * half + 3 of its eight), drawn.
-  template <class Block>
-  __device__ __forceinline__ void draw_half(Block block, Block half, bool (&keep)[4]) const {
-    const math::PhiloxWords words = math::philox_block(keys, offset, static_cast<uint64_t>(block));
-    const unsigned int low = half != 0 ? words.v[2] : words.v[0];
-    const unsigned int high = half != 0 ? words.v[3] : words.v[1];
-#pragma unroll
-    for (int e = 0; e < 4; ++e) keep[e] = kept(e < 2 ? low : high, e);
   }
   // The same, all kept when keep_threshold == 0, without drawing (the branch is uniform across
   // the grid).
@@ -241,7 +231,11 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
   // kf-bench `--suite ops`, f922bf5's library against this, same call, two passes), p = 0.1 with
   // a mask, bf16 80.7-81.2 -> 83.1 % of copy, the loop body 243 -> 235 instructions (SASS).
   constexpr bool kPairs = std::is_same_v<S, math::bfloat16_t>;
-  const auto finish = [&](Index g, Group<S, kElements>& v) {
+  // kPaired (groups of four elements that draw): a lane pair's Philox work is shared over two
+  // steps (paired_draw below); `words` is this group's half of its block, drawn.
+  constexpr bool kPaired = kDraws && kElements < kPerBlock;
+  static_assert(!kPaired || Policy::staged, "the paired draws are in the staged loop");
+  const auto finish = [&](Index g, Group<S, kElements>& v, uint2 words) {
     uint32_t mask_bits[kElements / 4];  // one byte per element, little-endian
     [[maybe_unused]] float f[kPairs ? kElements : 1];
     if constexpr (kPairs) {
@@ -256,11 +250,9 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
       bool kept[kPerBlock];
 #pragma unroll
       for (int e = 0; e < kPerBlock; ++e) kept[e] = true;
-      if constexpr (kDraws && kElements < kPerBlock) {
-        bool half[4];
-        args.rng.draw_half(g / Index{2}, g % Index{2}, half);
+      if constexpr (kPaired) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) kept[e] = half[e];
+        for (int e = 0; e < 4; ++e) kept[e] = args.rng.kept(e < 2 ? words.x : words.y, e);
       } else if constexpr (kDraws) {
         args.rng.draw8(g * Index{kElements / kPerBlock} + b, kept);
       }
@@ -287,9 +279,9 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
       Group<S, kElements> v;
 #pragma unroll
       for (int k = 0; k < kVectors; ++k) v.raw[k] = x[at(g, kVectors) + k];
-      finish(g, v);
+      finish(g, v, uint2{});
     }
-  } else {
+  } else if constexpr (!kPaired) {
     // Each thread copies x's vectors of the group two steps ahead into its own slots of a
     // three-stage shared-memory buffer (cp.async) before computing the current one, so its
     // loads stay in flight while it draws and computes; it reads back only what it copied, so
@@ -307,8 +299,69 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
           Group<S, kElements> v;
 #pragma unroll
           for (int k = 0; k < kVectors; ++k) v.raw[k] = stage[slot][k][threadIdx.x];
-          finish(now, v);
+          finish(now, v, uint2{});
         });
+  } else {
+    // The same staging, with the draws paired. Groups 2m and 2m + 1 (lanes 2j and 2j + 1 of a
+    // warp, at the same step) take the two halves of Philox block m, so each lane of a pair
+    // drew the whole block for half of it before. Here the steps go in pairs: at a pair's first
+    // step the even lane draws its step's block and the odd lane the next step's (group g +
+    // threads of both lies in block (g + threads) / 2: threads is even), and one exchange of two
+    // words gives each lane its half of both: one block a lane per two steps instead of two. The
+    // loop runs while the warp's first lane has a group, so that both lanes of a pair meet at
+    // every exchange; a lane past `end` draws and exchanges but neither loads nor stores. (A
+    // lone last step draws a block that no step uses.) The f32 loop (SASS, sm_90): 194
+    // instructions a step before, 204 + 158 a pair of steps now. H200 A/B (2026-12-01 06:09Z,
+    // kf-bench `--suite ops --filter gelu_dropout`, eb493f0's library against this, same call,
+    // three passes), p = 0.1 with a mask, f32 90.1-90.2 -> 91.2-91.4 % of copy (7282 x 4096:
+    // five steps a thread, so three draws instead of five); the 16-bit rows, whose kernels did
+    // not change, within 0.2.
+    __shared__ uint4 stage[kStages][kVectors][Policy::threads];
+    const Index lane = static_cast<Index>(threadIdx.x % 32u);
+    const bool odd = (threadIdx.x & 1u) != 0;
+    const auto fetch = [&](Index ahead, int slot) {
+#pragma unroll
+      for (int k = 0; k < kVectors; ++k)
+        async_copy::copy16_if(&stage[slot][k][threadIdx.x], x + at(ahead, kVectors) + k,
+                              ahead < end);
+    };
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+      fetch(g + static_cast<Index>(s) * Policy::threads, s);
+      async_copy::commit();
+    }
+    // The block the lane draws at the pair's first step: its group's, or (odd lane) the next
+    // step's group's.
+    Index block = (g + (odd ? Index{Policy::threads} : Index{0})) / Index{2};
+    int slot = 0;
+    // One step: stage the group kStages - 1 ahead, then finish group g from its slot.
+    const auto step = [&](uint2 words) {
+      fetch(g + Index{kStages - 1} * Policy::threads, slot == 0 ? kStages - 1 : slot - 1);
+      async_copy::commit();
+      async_copy::wait<kStages - 1>();
+      if (g < end) {
+        Group<S, kElements> v;
+#pragma unroll
+        for (int k = 0; k < kVectors; ++k) v.raw[k] = stage[slot][k][threadIdx.x];
+        finish(g, v, words);
+      }
+      g += Policy::threads;
+      slot = slot == kStages - 1 ? 0 : slot + 1;
+    };
+    while (g - lane < end) {
+      const math::PhiloxWords w =
+          math::philox_block(args.rng.keys, args.rng.offset, static_cast<uint64_t>(block));
+      block += Policy::threads;
+      // The even lane keeps words 0, 1 (its half now) and sends 2, 3; the odd lane keeps 2, 3
+      // (its half at the next step) and sends 0, 1.
+      const uint2 mine = odd ? uint2{w.v[2], w.v[3]} : uint2{w.v[0], w.v[1]};
+      const uint2 send = odd ? uint2{w.v[0], w.v[1]} : uint2{w.v[2], w.v[3]};
+      const uint2 got{__shfl_xor_sync(0xffffffffu, send.x, 1),
+                      __shfl_xor_sync(0xffffffffu, send.y, 1)};
+      step(odd ? got : mine);
+      if (g - lane >= end) break;
+      step(odd ? mine : got);
+    }
   }
 }
 
