@@ -232,7 +232,7 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
   // a mask, bf16 80.7-81.2 -> 83.1 % of copy, the loop body 243 -> 235 instructions (SASS).
   constexpr bool kPairs = std::is_same_v<S, math::bfloat16_t>;
   // kPaired (groups of four elements that draw): a lane pair's Philox work is shared over two
-  // steps (paired_draw below); `words` is this group's half of its block, drawn.
+  // steps (the paired staging loop below); `words` is this group's half of its block, drawn.
   constexpr bool kPaired = kDraws && kElements < kPerBlock;
   static_assert(!kPaired || Policy::staged, "the paired draws are in the staged loop");
   const auto finish = [&](Index g, Group<S, kElements>& v, uint2 words) {
