@@ -247,6 +247,20 @@ __device__ __forceinline__ void store_slice(uint4* gout, const uint4* from, cons
   bulk_commit();
 }
 
+// The issuer's set-up of the slots' mbarriers, visible to the cluster's bulk copies.
+__device__ __forceinline__ void init_slots(uint64_t* full, int slots) {
+  for (int i = 0; i < slots; ++i) bar_init(&full[i]);
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
+// Channel c's shift: its first element (so that the variance keeps its precision).
+template <class S>
+__device__ __forceinline__ float channel_shift(const uint4* gx, const Shape& s, int c) {
+  float f[Vec<S>::n];
+  Vec<S>::load(__ldg(gx + c * s.channel_stride), f);
+  return f[0];
+}
+
 // kDirect: the output is written by every thread with 16-byte stores from registers (the slot is
 // free once the block has passed the barrier after its output loop); otherwise it is normalised
 // in place and written by the issuing thread's bulk copies (the slot is free once they have
@@ -273,10 +287,7 @@ __global__ void __launch_bounds__(kThreads)
     const int slot = (k - 1 + NB) % NB;
     if (ahead < s.channels) load_slice(buf + slot * s.part, &full[slot], gx, s, p, ahead);
   };
-  if (threadIdx.x == kIssuer) {
-    for (int i = 0; i < NB; ++i) bar_init(&full[i]);
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
+  if (threadIdx.x == kIssuer) init_slots(full, NB);
   __syncthreads();
   if (threadIdx.x == kIssuer) {
     for (int i = 0; i < NB; ++i) {
@@ -292,18 +303,17 @@ __global__ void __launch_bounds__(kThreads)
     const bool early = kDirect || NB == 1;  // restage at the top, not after the exchange
     if (threadIdx.x == 0) mark(trace, max_k, k, 0);
     if (k > 0 && early && threadIdx.x == kIssuer) restage(c, k);
-    float shift[L::n];
-    L::load(__ldg(gx + c * s.channel_stride), shift);
+    const float shift = channel_shift<S>(gx, s, c);
     const float wc = __ldg(w + c), bc = __ldg(b + c);
     bar_wait(&full[slot], (k / NB) & 1);
     if (threadIdx.x == 0) mark(trace, max_k, k, 1);
     uint4* const slice = buf + slot * s.part;
-    const float2 t = block_sums<S>(slice, p.count, shift[0], warp_sums);
+    const float2 t = block_sums<S>(slice, p.count, shift, warp_sums);
     push_sums(cluster, &mailbox[k & 1][0], t, p.rank, s.split);
     cluster.sync();
     if (threadIdx.x == 0) mark(trace, max_k, k, 2);
     if (k > 0 && !early && threadIdx.x == kIssuer) restage(c, k);
-    const float2 k2 = coefficients(&mailbox[k & 1][0], s.split, p.n, shift[0], wc, bc, s.eps);
+    const float2 k2 = coefficients(&mailbox[k & 1][0], s.split, p.n, shift, wc, bc, s.eps);
     if (kDirect) {
       for_pieces(s, c, p.first, p.count, [&](int64_t g, uint32_t at, uint32_t m) {
         for (uint32_t i = threadIdx.x; i < m; i += kThreads) {
@@ -344,7 +354,6 @@ __global__ void __launch_bounds__(kThreads)
     pipelined_kernel(const S* __restrict__ x, S* __restrict__ out, const float* __restrict__ w,
                      const float* __restrict__ b, Shape s, long long* trace, int max_k) {
   static_assert(NB >= 3, "channel k + 1 is reduced while k is written and k + 2 loads");
-  using L = Vec<S>;
   constexpr unsigned kIssuer = 32;
   extern __shared__ __align__(128) uint4 buf[];
   __shared__ uint64_t full[NB];
@@ -359,23 +368,15 @@ __global__ void __launch_bounds__(kThreads)
     mark(trace, max_k, k, 4);
     load_slice(buf + (k % NB) * s.part, &full[k % NB], gx, s, p, channel(k));
   };
-  auto shift_of = [&](int c) {
-    float f[L::n];
-    L::load(__ldg(gx + c * s.channel_stride), f);
-    return f[0];
-  };
   // Reduces channel k's slice and pushes the block's sums into every block's mailbox.
   auto reduce_push = [&](int k) {
-    const float shift = shift_of(channel(k));
+    const float shift = channel_shift<S>(gx, s, channel(k));
     bar_wait(&full[k % NB], (k / NB) & 1);
     if (threadIdx.x == 0) mark(trace, max_k, k, 1);
     const float2 t = block_sums<S>(buf + (k % NB) * s.part, p.count, shift, warp_sums);
     push_sums(cluster, &mailbox[k % 4][0], t, p.rank, s.split);
   };
-  if (threadIdx.x == kIssuer) {
-    for (int i = 0; i < NB; ++i) bar_init(&full[i]);
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
+  if (threadIdx.x == kIssuer) init_slots(full, NB);
   __syncthreads();
   if (threadIdx.x == kIssuer)
     for (int k = 0; k < NB && channel(k) < s.channels; ++k) load(k);
@@ -388,7 +389,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int k = 0; channel(k) < s.channels; ++k) {
     const int c = channel(k);
     const bool next = channel(k + 1) < s.channels;
-    const float wc = __ldg(w + c), bc = __ldg(b + c), shift = shift_of(c);
+    const float wc = __ldg(w + c), bc = __ldg(b + c), shift = channel_shift<S>(gx, s, c);
     if (next) {
       if (threadIdx.x == 0) mark(trace, max_k, k + 1, 0);
       reduce_push(k + 1);

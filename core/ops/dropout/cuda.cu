@@ -281,86 +281,76 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
       for (int k = 0; k < kVectors; ++k) v.raw[k] = x[at(g, kVectors) + k];
       finish(g, v, uint2{});
     }
-  } else if constexpr (!kPaired) {
+  } else {
     // Each thread copies x's vectors of the group two steps ahead into its own slots of a
     // three-stage shared-memory buffer (cp.async) before computing the current one, so its
     // loads stay in flight while it draws and computes; it reads back only what it copied, so
     // no block barrier is needed.
     __shared__ uint4 stage[kStages][kVectors][Policy::threads];
-    async_copy::pipelined<kStages>(
-        g, end, Index{Policy::threads},
-        [&](Index ahead, int slot) {
-#pragma unroll
-          for (int k = 0; k < kVectors; ++k)
-            async_copy::copy16_if(&stage[slot][k][threadIdx.x], x + at(ahead, kVectors) + k,
-                                  ahead < end);
-        },
-        [&](Index now, int slot) {
-          Group<S, kElements> v;
-#pragma unroll
-          for (int k = 0; k < kVectors; ++k) v.raw[k] = stage[slot][k][threadIdx.x];
-          finish(now, v, uint2{});
-        });
-  } else {
-    // The same staging, with the draws paired. Groups 2m and 2m + 1 (lanes 2j and 2j + 1 of a
-    // warp, at the same step) take the two halves of Philox block m, so each lane of a pair
-    // drew the whole block for half of it before. Here the steps go in pairs: at a pair's first
-    // step the even lane draws its step's block and the odd lane the next step's (group g +
-    // threads of both lies in block (g + threads) / 2: threads is even), and one exchange of two
-    // words gives each lane its half of both: one block a lane per two steps instead of two. The
-    // loop runs while the warp's first lane has a group, so that both lanes of a pair meet at
-    // every exchange; a lane past `end` draws and exchanges but neither loads nor stores. (A
-    // lone last step draws a block that no step uses.) The f32 loop (SASS, sm_90): 194
-    // instructions a step before, 204 + 158 a pair of steps now. H200 A/B (2026-12-01 06:09Z,
-    // kf-bench `--suite ops --filter gelu_dropout`, eb493f0's library against this, same call,
-    // three passes), p = 0.1 with a mask, f32 90.1-90.2 -> 91.2-91.4 % of copy (7282 x 4096:
-    // five steps a thread, so three draws instead of five); the 16-bit rows, whose kernels did
-    // not change, within 0.2.
-    __shared__ uint4 stage[kStages][kVectors][Policy::threads];
-    const Index lane = static_cast<Index>(threadIdx.x % 32u);
-    const bool odd = (threadIdx.x & 1u) != 0;
     const auto fetch = [&](Index ahead, int slot) {
 #pragma unroll
       for (int k = 0; k < kVectors; ++k)
         async_copy::copy16_if(&stage[slot][k][threadIdx.x], x + at(ahead, kVectors) + k,
                               ahead < end);
     };
+    const auto staged = [&](Index now, int slot, uint2 words) {
+      Group<S, kElements> v;
 #pragma unroll
-    for (int s = 0; s < kStages - 1; ++s) {
-      fetch(g + static_cast<Index>(s) * Policy::threads, s);
-      async_copy::commit();
-    }
-    // The block the lane draws at the pair's first step: its group's, or (odd lane) the next
-    // step's group's.
-    Index block = (g + (odd ? Index{Policy::threads} : Index{0})) / Index{2};
-    int slot = 0;
-    // One step: stage the group kStages - 1 ahead, then finish group g from its slot.
-    const auto step = [&](uint2 words) {
-      fetch(g + Index{kStages - 1} * Policy::threads, slot == 0 ? kStages - 1 : slot - 1);
-      async_copy::commit();
-      async_copy::wait<kStages - 1>();
-      if (g < end) {
-        Group<S, kElements> v;
-#pragma unroll
-        for (int k = 0; k < kVectors; ++k) v.raw[k] = stage[slot][k][threadIdx.x];
-        finish(g, v, words);
-      }
-      g += Policy::threads;
-      slot = slot == kStages - 1 ? 0 : slot + 1;
+      for (int k = 0; k < kVectors; ++k) v.raw[k] = stage[slot][k][threadIdx.x];
+      finish(now, v, words);
     };
-    while (g - lane < end) {
-      const math::PhiloxWords w =
-          math::philox_block(args.rng.keys, args.rng.offset, static_cast<uint64_t>(block));
-      block += Policy::threads;
-      // The even lane keeps words 0, 1 (its half now) and sends 2, 3; the odd lane keeps 2, 3
-      // (its half at the next step) and sends 0, 1.
-      const uint2 mine = odd ? uint2{w.v[2], w.v[3]} : uint2{w.v[0], w.v[1]};
-      const uint2 send = odd ? uint2{w.v[0], w.v[1]} : uint2{w.v[2], w.v[3]};
-      const uint2 got{__shfl_xor_sync(0xffffffffu, send.x, 1),
-                      __shfl_xor_sync(0xffffffffu, send.y, 1)};
-      step(odd ? got : mine);
-      if (g - lane >= end) break;
-      step(odd ? mine : got);
+    if constexpr (!kPaired) {
+      async_copy::pipelined<kStages>(g, end, Index{Policy::threads}, fetch,
+                                     [&](Index now, int slot) { staged(now, slot, uint2{}); });
+    } else {
+      // The same staging, with the draws paired. Groups 2m and 2m + 1 (lanes 2j and 2j + 1 of a
+      // warp, at the same step) take the two halves of Philox block m, so each lane of a pair
+      // drew the whole block for half of it before. Here the steps go in pairs: at a pair's first
+      // step the even lane draws its step's block and the odd lane the next step's (group g +
+      // threads of both lies in block (g + threads) / 2: threads is even), and one exchange of two
+      // words gives each lane its half of both: one block a lane per two steps instead of two. The
+      // loop runs while the warp's first lane has a group, so that both lanes of a pair meet at
+      // every exchange; a lane past `end` draws and exchanges but neither loads nor stores. (A
+      // lone last step draws a block that no step uses.) The f32 loop (SASS, sm_90): 194
+      // instructions a step before, 204 + 158 a pair of steps now. H200 A/B (2026-12-01 06:09Z,
+      // kf-bench `--suite ops --filter gelu_dropout`, eb493f0's library against this, same call,
+      // three passes), p = 0.1 with a mask, f32 90.1-90.2 -> 91.2-91.4 % of copy (7282 x 4096:
+      // five steps a thread, so three draws instead of five); the 16-bit rows, whose kernels did
+      // not change, within 0.2.
+      const Index lane = static_cast<Index>(threadIdx.x % 32u);
+      const bool odd = (threadIdx.x & 1u) != 0;
+#pragma unroll
+      for (int s = 0; s < kStages - 1; ++s) {
+        fetch(g + static_cast<Index>(s) * Policy::threads, s);
+        async_copy::commit();
+      }
+      // The block the lane draws at the pair's first step: its group's, or (odd lane) the next
+      // step's group's.
+      Index block = (g + (odd ? Index{Policy::threads} : Index{0})) / Index{2};
+      int slot = 0;
+      // One step: stage the group kStages - 1 ahead, then finish group g from its slot.
+      const auto step = [&](uint2 words) {
+        fetch(g + Index{kStages - 1} * Policy::threads, slot == 0 ? kStages - 1 : slot - 1);
+        async_copy::commit();
+        async_copy::wait<kStages - 1>();
+        if (g < end) staged(g, slot, words);
+        g += Policy::threads;
+        slot = slot == kStages - 1 ? 0 : slot + 1;
+      };
+      while (g - lane < end) {
+        const math::PhiloxWords w =
+            math::philox_block(args.rng.keys, args.rng.offset, static_cast<uint64_t>(block));
+        block += Policy::threads;
+        // The even lane keeps words 0, 1 (its half now) and sends 2, 3; the odd lane keeps 2, 3
+        // (its half at the next step) and sends 0, 1.
+        const uint2 mine = odd ? uint2{w.v[2], w.v[3]} : uint2{w.v[0], w.v[1]};
+        const uint2 send = odd ? uint2{w.v[0], w.v[1]} : uint2{w.v[2], w.v[3]};
+        const uint2 got{__shfl_xor_sync(0xffffffffu, send.x, 1),
+                        __shfl_xor_sync(0xffffffffu, send.y, 1)};
+        step(odd ? got : mine);
+        if (g - lane >= end) break;
+        step(odd ? mine : got);
+      }
     }
   }
 }
