@@ -25,6 +25,23 @@ __device__ __forceinline__ void widen_pairs(const unsigned int (&words)[N], floa
   }
 }
 
+// The same with no ALU instruction: one 32x32->64 multiply by 2^16 gives the low element's bits
+// (the product's low word) and the word shifted right by 16 (its high word), which a multiply by
+// 2^16 turns into the high element's bits.
+template <int N>
+__device__ __forceinline__ void widen_pairs_fma(const unsigned int (&words)[N],
+                                                float (&out)[2 * N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    unsigned int low, high;
+    asm("{ .reg .b64 p; mul.wide.u32 p, %2, %3; mov.b64 {%0, %1}, p; }"
+        : "=r"(low), "=r"(high)
+        : "r"(words[i]), "r"(kWordScale));
+    out[2 * i] = __uint_as_float(low);
+    out[2 * i + 1] = __uint_as_float(high * kWordScale);
+  }
+}
+
 // Eight floats narrowed to bf16 a pair an instruction, as a 16-byte vector.
 __device__ __forceinline__ uint4 narrow_pairs(const float (&f)[8]) {
   unsigned int w[4];

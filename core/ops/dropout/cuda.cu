@@ -11,7 +11,9 @@
 // (VectorPolicy); f32 and f64 stage x through shared memory, three groups ahead. The strided kernel
 // runs one full wave. Launches are asynchronous: no allocation, no synchronisation.
 //
-// Cost: the 16-bit kernels are bound by instruction issue, not memory, on an H200. Per group of
+// Cost: the 16-bit kernels are bound by instruction issue and by the ALU pipe (half the FMA pipe's
+// rate), not memory, on an H200: cutting four ALU instructions of about 60 a group of eight gained
+// 1.2-1.4 points of copy in f16 and in bf16 (2026-12-01, vector_kernel). Per group of
 // eight they draw one Philox-4x32-10 block (10 rounds of two 32x32->64 multiplies and two 3-way
 // XORs, ~37 instructions with the key schedule read from the kernel's parameters) and evaluate
 // eight GELUs (erf: CUDA's erff for f32 and f64, math::HalfStorage's shorter one for f16/bf16).
@@ -177,6 +179,11 @@ __device__ __forceinline__ void store_mask(uint8_t* mask, const uint32_t (&bits)
   *reinterpret_cast<uint2*>(mask) = make_uint2(bits[0], bits[1]);
 }
 
+// When a group stores its mask bytes: whenever args.mask is set (tested a group), never, always.
+enum class MaskStores { kEach, kNever, kAlways };
+template <MaskStores M>
+using MaskStoresTag = std::integral_constant<MaskStores, M>;
+
 // Stages of the vector kernel's shared-memory buffer: the group being computed and the two
 // after it, in flight.
 constexpr int kStages = 3;
@@ -226,21 +233,28 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
       static_cast<Index>(std::min(args.groups, int64_t{blockIdx.x + 1} * args.per_block));
   // Element offsets of group g's operands, in 64 bits either way.
   const auto at = [](Index g, int per_group) { return static_cast<uint64_t>(g) * per_group; };
-  // bf16 widened and narrowed a word of two elements at a time (bf16::widen_pairs), where element
-  // by element takes a shift or a byte permute each on the ALU pipe. H200 A/B (2026-11-30 14:24Z,
-  // kf-bench `--suite ops`, f922bf5's library against this, same call, two passes), p = 0.1 with
-  // a mask, bf16 80.7-81.2 -> 83.1 % of copy, the loop body 243 -> 235 instructions (SASS).
+  // bf16 widened and narrowed a word of two elements at a time, where element by element takes a
+  // shift or a byte permute each on the ALU pipe. H200 A/B (2026-11-30 14:24Z, kf-bench `--suite
+  // ops`, f922bf5's library against this, same call, two passes), p = 0.1 with a mask, bf16
+  // 80.7-81.2 -> 83.1 % of copy, the loop body 243 -> 235 instructions (SASS). Since 2026-12-01
+  // the widening has no ALU instruction (bf16::widen_pairs_fma: two multiplies a word on the FMA
+  // pipe, where widen_pairs takes a multiply and a LOP3): the loop holds 56 ALU instructions
+  // instead of 60, as many as f16's, for 207 instructions instead of 201. H200 A/B (09:17Z, the
+  // same command with `--filter gelu_dropout`, the loop with its mask store hoisted (below) against
+  // this, same call, four passes): bf16 89.7-90.0 -> 91.1-91.3 % of copy.
   constexpr bool kPairs = std::is_same_v<S, math::bfloat16_t>;
   // kPaired (groups of four elements that draw): a lane pair's Philox work is shared over two
   // steps (the paired staging loop below); `words` is this group's half of its block, drawn.
   constexpr bool kPaired = kDraws && kElements < kPerBlock;
   static_assert(!kPaired || Policy::staged, "the paired draws are in the staged loop");
-  const auto finish = [&](Index g, Group<S, kElements>& v, uint2 words) {
+  // `stores`: MaskStores::kEach tests args.mask at every group; the loaded loop's two copies
+  // take kNever and kAlways instead (below).
+  const auto finish = [&](Index g, Group<S, kElements>& v, uint2 words, auto stores) {
     uint32_t mask_bits[kElements / 4];  // one byte per element, little-endian
     [[maybe_unused]] float f[kPairs ? kElements : 1];
     if constexpr (kPairs) {
       const unsigned int words[4] = {v.raw[0].x, v.raw[0].y, v.raw[0].z, v.raw[0].w};
-      bf16::widen_pairs(words, f);
+      bf16::widen_pairs_fma(words, f);
     }
     // A group of four elements (f32, f64) is half a Philox block: group g draws block g / 2 and
     // takes its half g % 2 (the block is drawn twice, by two threads).
@@ -271,16 +285,35 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
     if constexpr (kPairs) v.raw[0] = bf16::narrow_pairs(f);
 #pragma unroll
     for (int k = 0; k < kVectors; ++k) out[at(g, kVectors) + k] = v.raw[k];
-    if (args.mask) store_mask(args.mask + at(g, kElements), mask_bits);
+    constexpr MaskStores kStores = decltype(stores)::value;
+    if (kStores == MaskStores::kAlways || (kStores == MaskStores::kEach && args.mask))
+      store_mask(args.mask + at(g, kElements), mask_bits);
   };
   Index g = static_cast<Index>(int64_t{blockIdx.x} * args.per_block + threadIdx.x);
   if constexpr (!Policy::staged) {
-    for (; g < end; g += Policy::threads) {
-      Group<S, kElements> v;
+    // The loop is copied for a launch with a mask and one without, so that no group tests
+    // args.mask: the test and the mask's address took four ALU instructions a group (SASS, sm_90;
+    // f16's loop 202 -> 200 instructions, 60 -> 56 of them on the ALU pipe). H200 A/B (2026-12-01
+    // 09:03Z to 09:17Z, kf-bench `--suite ops --filter gelu_dropout`, 3216a7c's library against
+    // this, same calls, four runs of three or four passes), p = 0.1 with a mask: f16 90.6-90.9 ->
+    // 91.8-92.1 % of copy; bf16 unchanged (89.7-90.2) until its widening left the ALU pipe
+    // (above). Measured with it and not kept (09:08Z-09:14Z): an L2 prefetch of x 1 to 8 steps
+    // ahead (`prefetch.global.L2`), at most +0.4 for bf16 and -1.2 for f16, and at the benchmark's
+    // size (three steps a thread) the prefetches 3 or more steps ahead never fired, so that gain
+    // was the schedule's; the 16-bit loop staged like f32's (cp.async, three stages) in 10 / 6 / 4
+    // waves, 89.4-89.6 / 89.6-89.7 / 89.2-89.3 (f16) and 89.0-89.2 / 89.7-89.9 / 89.1-89.3 (bf16).
+    const auto loop = [&](auto stores) {
+      for (; g < end; g += Policy::threads) {
+        Group<S, kElements> v;
 #pragma unroll
-      for (int k = 0; k < kVectors; ++k) v.raw[k] = x[at(g, kVectors) + k];
-      finish(g, v, uint2{});
-    }
+        for (int k = 0; k < kVectors; ++k) v.raw[k] = x[at(g, kVectors) + k];
+        finish(g, v, uint2{}, stores);
+      }
+    };
+    if (args.mask)
+      loop(MaskStoresTag<MaskStores::kAlways>{});
+    else
+      loop(MaskStoresTag<MaskStores::kNever>{});
   } else {
     // Each thread copies x's vectors of the group two steps ahead into its own slots of a
     // three-stage shared-memory buffer (cp.async) before computing the current one, so its
@@ -293,15 +326,22 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
         async_copy::copy16_if(&stage[slot][k][threadIdx.x], x + at(ahead, kVectors) + k,
                               ahead < end);
     };
-    const auto staged = [&](Index now, int slot, uint2 words) {
+    const auto staged = [&](Index now, int slot, uint2 words, auto stores) {
       Group<S, kElements> v;
 #pragma unroll
       for (int k = 0; k < kVectors; ++k) v.raw[k] = stage[slot][k][threadIdx.x];
-      finish(now, v, words);
+      finish(now, v, words, stores);
     };
     if constexpr (!kPaired) {
-      async_copy::pipelined<kStages>(g, end, Index{Policy::threads}, fetch,
-                                     [&](Index now, int slot) { staged(now, slot, uint2{}); });
+      const auto loop = [&](auto stores) {
+        async_copy::pipelined<kStages>(
+            g, end, Index{Policy::threads}, fetch,
+            [&](Index now, int slot) { staged(now, slot, uint2{}, stores); });
+      };
+      if (args.mask)
+        loop(MaskStoresTag<MaskStores::kAlways>{});
+      else
+        loop(MaskStoresTag<MaskStores::kNever>{});
     } else {
       // The same staging, with the draws paired. Groups 2m and 2m + 1 (lanes 2j and 2j + 1 of a
       // warp, at the same step) take the two halves of Philox block m, so each lane of a pair
@@ -333,7 +373,7 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
         fetch(g + Index{kStages - 1} * Policy::threads, slot == 0 ? kStages - 1 : slot - 1);
         async_copy::commit();
         async_copy::wait<kStages - 1>();
-        if (g < end) staged(g, slot, words);
+        if (g < end) staged(g, slot, words, MaskStoresTag<MaskStores::kEach>{});
         g += Policy::threads;
         slot = slot == kStages - 1 ? 0 : slot + 1;
       };
