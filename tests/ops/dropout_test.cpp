@@ -280,6 +280,37 @@ TEST_F(Dropout, ManyStepsAThreadInGroupsOfFour) {
   }
 }
 
+// Several steps a thread in CUDA's loaded 16-bit vector kernel, with a mask and without: the
+// loop is copied for the two (cuda.cu, MaskStores), and bf16 widens its words with multiplies
+// (bf16::widen_pairs_fma). On 132 SMs the grid holds 2.7 M threads of eight elements a step, so
+// 60 M elements take three steps a thread, and the last block ends inside a warp. The call
+// without a mask must write the same bits as the call with one; the mask must follow the
+// reference rule. The CPU backend has one path and runs a smaller tensor.
+TEST_F(Dropout, SixteenBitManyStepsWithAndWithoutMask) {
+  const bool cuda = kf_test::device_under_test() == KF_DEVICE_CUDA;
+  const int64_t n = cuda ? 60000013 : 1000013;
+  for (kf_dtype_t dtype : {KF_DTYPE_FLOAT16, KF_DTYPE_BFLOAT16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    Tensor x = tensor({n}, dtype), out = tensor({n}, dtype), bare = tensor({n}, dtype);
+    Tensor mask = tensor({n}, KF_DTYPE_UINT8);
+    const auto xv = fill(x, dtype, size_t(n), base_seed() + 13);
+    kf_test::poison(out);
+    kf_test::poison(bare);
+    kf_test::poison(mask);
+    KF_ASSERT_OK(kf_fused_gelu_dropout(ctx(), x, out, mask, 0.2, 1, 777, 5, nullptr));
+    KF_ASSERT_OK(kf_fused_gelu_dropout(ctx(), x, bare, nullptr, 0.2, 1, 777, 5, nullptr));
+    const auto with_mask = kf_test::download(out);
+    expect_dropout(xv, with_mask, kf_test::download(mask), reference_mask(size_t(n), 0.2, 777, 5),
+                   0.2, dtype, "many steps, with a mask");
+    const auto without = kf_test::download(bare);
+    size_t differ = 0;
+    for (size_t i = 0; i < without.size(); ++i)
+      differ +=
+          !(without[i] == with_mask[i] && std::signbit(without[i]) == std::signbit(with_mask[i]));
+    EXPECT_EQ(differ, 0u) << "elements where the call without a mask wrote other values";
+  }
+}
+
 // Past 2^31 Philox blocks the vector kernel indexes groups and blocks in 64 bits (cuda.cu,
 // vector_kernel's kWide); below, in 32. An f16 tensor of 2^33 + 8005 elements (2^30 + 1000
 // groups of eight and a tail of five) takes the 64-bit form: 17 GB of x and of out and 8.6 GB of
