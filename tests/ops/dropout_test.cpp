@@ -188,6 +188,24 @@ TEST_P(DropoutNumeric, MaskIsOptionalAndInPlace) {
   expect_dropout(xv, out, mask, want_mask, p, dtype(), "in place, no mask");
 }
 
+// p = 0 and inference without a mask: the kernels that draw nothing, in their copy of the loop
+// that stores no mask bytes (cuda.cu, MaskStores); out = gelu(x).
+TEST_P(DropoutNumeric, NoDrawsWithoutMask) {
+  uint64_t salt = 40;
+  for (const Shape& shape : {Shape{4097}, Shape{3, 1000003}})
+    for (const auto& [p, training] : {std::pair<double, int32_t>{0.0, 1}, {0.5, 0}}) {
+      const size_t n = static_cast<size_t>(kf_test::numel(shape));
+      SCOPED_TRACE(shape_str(shape) + " p=" + std::to_string(p));
+      Tensor x = kf_test::make_tensor(ctx(), dtype(), shape);
+      Tensor out = kf_test::make_tensor(ctx(), dtype(), shape);
+      const auto xv = fill(x, dtype(), n, seed(++salt));
+      kf_test::poison(out);
+      KF_ASSERT_OK(kf_fused_gelu_dropout(ctx(), x, out, nullptr, p, training, 9, 2, nullptr));
+      const std::vector<double> all(n, 1.0);
+      expect_dropout(xv, kf_test::download(out), all, all, 0.0, dtype(), "no draws, no mask");
+    }
+}
+
 TEST_P(DropoutNumeric, StridedViews) {
   // x transposed, out a row slice of a larger tensor, mask a strided view: the mask follows x's
   // row-major index, not memory order.

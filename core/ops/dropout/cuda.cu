@@ -247,8 +247,8 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
   // steps (the paired staging loop below); `words` is this group's half of its block, drawn.
   constexpr bool kPaired = kDraws && kElements < kPerBlock;
   static_assert(!kPaired || Policy::staged, "the paired draws are in the staged loop");
-  // `stores`: MaskStores::kEach tests args.mask at every group; the loaded loop's two copies
-  // take kNever and kAlways instead (below).
+  // `stores`: MaskStores::kEach tests args.mask at every group (the paired staging loop); the
+  // other loops are copied for kNever and kAlways instead (below).
   const auto finish = [&](Index g, Group<S, kElements>& v, uint2 words, auto stores) {
     uint32_t mask_bits[kElements / 4];  // one byte per element, little-endian
     [[maybe_unused]] float f[kPairs ? kElements : 1];
