@@ -1,9 +1,9 @@
 // bf16 <-> float a 32-bit word of two elements at a time, for the CUDA kernels whose 16-bit loops
 // are bound by instruction issue or by the ALU pipe (sm_90 SASS): widening takes an IMAD and a
-// LOP3 a word where element by element takes a shift or a byte permute an element on the ALU
-// pipe, and narrowing one cvt.rn.bf16x2.f32 a pair. The bits are those of the element-wise
-// conversions (math::StorageTraits): exact widening, round to nearest even. Include only from .cu
-// files.
+// LOP3 a word (or two IMADs: widen_pairs_fma) where element by element takes a shift or a byte
+// permute an element on the ALU pipe, and narrowing one cvt.rn.bf16x2.f32 a pair. The bits are
+// those of the element-wise conversions (math::StorageTraits): exact widening, round to nearest
+// even. Include only from .cu files.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -27,7 +27,9 @@ __device__ __forceinline__ void widen_pairs(const unsigned int (&words)[N], floa
 
 // The same with no ALU instruction: one 32x32->64 multiply by 2^16 gives the low element's bits
 // (the product's low word) and the word shifted right by 16 (its high word), which a multiply by
-// 2^16 turns into the high element's bits.
+// 2^16 turns into the high element's bits. GELU + dropout takes it (its loop is bound by the ALU
+// pipe); the row kernels keep widen_pairs, since with this form most of their bf16 rows lost on an
+// H200, some by 4 to 13 points (docs/performance.md, "Session of 08:49Z", 2026-12-01).
 template <int N>
 __device__ __forceinline__ void widen_pairs_fma(const unsigned int (&words)[N],
                                                 float (&out)[2 * N]) {

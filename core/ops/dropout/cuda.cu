@@ -289,6 +289,13 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
     if (kStores == MaskStores::kAlways || (kStores == MaskStores::kEach && args.mask))
       store_mask(args.mask + at(g, kElements), mask_bits);
   };
+  // Runs loop(stores) in the copy for this launch: kAlways with a mask, kNever without.
+  const auto for_mask = [&](auto loop) {
+    if (args.mask)
+      loop(MaskStoresTag<MaskStores::kAlways>{});
+    else
+      loop(MaskStoresTag<MaskStores::kNever>{});
+  };
   Index g = static_cast<Index>(int64_t{blockIdx.x} * args.per_block + threadIdx.x);
   if constexpr (!Policy::staged) {
     // The loop is copied for a launch with a mask and one without, so that no group tests
@@ -302,18 +309,14 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
     // size (three steps a thread) the prefetches 3 or more steps ahead never fired, so that gain
     // was the schedule's; the 16-bit loop staged like f32's (cp.async, three stages) in 10 / 6 / 4
     // waves, 89.4-89.6 / 89.6-89.7 / 89.2-89.3 (f16) and 89.0-89.2 / 89.7-89.9 / 89.1-89.3 (bf16).
-    const auto loop = [&](auto stores) {
+    for_mask([&](auto stores) {
       for (; g < end; g += Policy::threads) {
         Group<S, kElements> v;
 #pragma unroll
         for (int k = 0; k < kVectors; ++k) v.raw[k] = x[at(g, kVectors) + k];
         finish(g, v, uint2{}, stores);
       }
-    };
-    if (args.mask)
-      loop(MaskStoresTag<MaskStores::kAlways>{});
-    else
-      loop(MaskStoresTag<MaskStores::kNever>{});
+    });
   } else {
     // Each thread copies x's vectors of the group two steps ahead into its own slots of a
     // three-stage shared-memory buffer (cp.async) before computing the current one, so its
@@ -333,15 +336,11 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
       finish(now, v, words, stores);
     };
     if constexpr (!kPaired) {
-      const auto loop = [&](auto stores) {
+      for_mask([&](auto stores) {
         async_copy::pipelined<kStages>(
             g, end, Index{Policy::threads}, fetch,
             [&](Index now, int slot) { staged(now, slot, uint2{}, stores); });
-      };
-      if (args.mask)
-        loop(MaskStoresTag<MaskStores::kAlways>{});
-      else
-        loop(MaskStoresTag<MaskStores::kNever>{});
+      });
     } else {
       // The same staging, with the draws paired. Groups 2m and 2m + 1 (lanes 2j and 2j + 1 of a
       // warp, at the same step) take the two halves of Philox block m, so each lane of a pair
