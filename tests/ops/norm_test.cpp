@@ -564,6 +564,43 @@ TEST_P(NormTest, BlockRowsOverManySteps) {
   }
 }
 
+// RMS norm with a residual over rows that a block walks one to seven times: on CUDA the 16-bit
+// rows of 1025..4096 run on a resident grid (264 blocks on 132 SMs) that fetches each block's
+// next row while it works on the current one, so 300, 1000 and 1700 rows are one or two, three
+// or four, and six or seven rows a block. With a weight and without, and in place (out is x,
+// residual_out is residual, as in a transformer block). The CPU backend checks fewer rows.
+TEST_P(NormTest, ResidualRowsOverManySteps) {
+  uint64_t salt = 1850;
+  const bool cuda = kf_test::device_under_test() == KF_DEVICE_CUDA;
+  for (int64_t length : {int64_t{2048}, int64_t{3000}, int64_t{4096}, int64_t{1500}}) {
+    for (int64_t rows : {int64_t{300}, int64_t{1000}, int64_t{1700}}) {
+      if (!cuda && rows > 300) continue;
+      check_rms_norm(cuda ? rows : 20, length, true, true, KF_ACTIVATION_NONE, salt += 3);
+    }
+    check_rms_norm(cuda ? 1000 : 20, length, true, false, KF_ACTIVATION_RELU, salt += 3);
+    // In place, the transformer-block form: out is x and residual_out is residual.
+    const int64_t rows = cuda ? 1700 : 20;
+    const size_t n = static_cast<size_t>(rows * length);
+    const uint64_t s = seed(salt += 3);
+    SCOPED_TRACE(label(
+        "rms norm in place rows " + std::to_string(rows) + " x " + std::to_string(length), s));
+    Tensor a = tensor({rows, length}, dtype()), r = tensor({rows, length}, dtype());
+    Tensor w = tensor({length}, dtype());
+    const auto av = fill(a, dtype(), n, s);
+    const auto rv = fill(r, dtype(), n, s + 1);
+    const auto wv = fill(w, dtype(), static_cast<size_t>(length), s + 2);
+    KF_ASSERT_OK(
+        kf_fused_rms_norm_activation(ctx(), a, r, w, a, r, 1e-6, KF_ACTIVATION_NONE, nullptr));
+    std::vector<double> h = av;
+    for (size_t i = 0; i < n; ++i) h[i] += rv[i];
+    h = kf_test::round_to_dtype(h, dtype());
+    kf_test::expect_close(kf_test::download(r), h, tolerance(dtype()), "residual in place");
+    kf_test::expect_close(kf_test::download(a),
+                          rms_norm_ref(h, length, wv, 1e-6, KF_ACTIVATION_NONE), tolerance(dtype()),
+                          "out in place");
+  }
+}
+
 // More rows past 64 KiB than a GPU holds clusters at once (on CUDA, several waves of clusters),
 // with and without a residual.
 TEST_P(NormTest, ManyLongRows) {
