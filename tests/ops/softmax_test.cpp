@@ -307,6 +307,28 @@ TEST_P(SoftmaxTest, LeadingDimsThatDoNotMerge) {
   }
 }
 
+// Short rows, many of them (on CUDA: 16-bit rows of 33..64 of 16-byte vectors take two lanes a
+// row on issue-lean GPUs such as the H200 and four elsewhere; the 16-bit rows run on a resident
+// grid whose blocks walk two or more groups of rows here, the last group ragged; f32 and f64 and
+// the 16-bit rows of narrower vectors take with_tile_policy's policies); softmax and log-softmax
+// with a scale, and softmax in place.
+TEST_P(SoftmaxTest, ShortRowsOverManySteps) {
+  uint64_t salt = 2600;
+  const bool cuda = kf_test::device_under_test() == KF_DEVICE_CUDA;
+  for (int64_t length : {40, 48, 56, 64, 36, 60, 34}) {
+    check({cuda ? 100003 : 301, length}, {}, false, 0.75, false, salt += 2);
+    const int64_t rows = cuda ? 50001 : 101;
+    const uint64_t s = seed(salt += 2);
+    SCOPED_TRACE(std::string(dtype_name(dtype())) + " in place, rows of " + std::to_string(length));
+    Tensor x = tensor({rows, length});
+    const auto xv = fill(x, dtype(), static_cast<size_t>(rows * length), s);
+    KF_ASSERT_OK(kf_fused_softmax(ctx(), x, nullptr, x, 1.0, 0, nullptr));
+    expect_softmax_close(kf_test::download(x),
+                         softmax_ref(xv, {rows, length}, {}, {}, 1.0, false, false), length,
+                         dtype(), false, "softmax in place");
+  }
+}
+
 // Row lengths on both sides of the CUDA backend's regime boundaries (see norm_test.cpp), with
 // and without masks and the causal rule, plus rows whose starts are not 16-byte aligned.
 TEST_P(SoftmaxTest, RegimeBoundaries) {

@@ -1094,6 +1094,22 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
       return true;
     }
   }
+  // 16-bit rows of 33..64 of 16-byte vectors without a mask, where the SMs are
+  // rows::tile_issue_lean: two lanes a row at 32 elements a lane instead of with_tile_policy's
+  // four at 16. H200 A/B (2026-12-01 12:14Z-12:15Z, kf-bench `--filter softmax --lengths 64,1024`,
+  // one library choosing the policy by an environment variable, same call, three passes), % of
+  // copy, rows of 64, four lanes -> two: f16 88.1 / 87.8 / 87.6 -> 89.7 / 90.3 / 89.8, bf16 89.0 /
+  // 87.7 / 89.8 -> 89.6 / 90.1 / 90.0; eight lanes at 8 elements lost (f16 78.6-78.9, bf16
+  // 75.7-75.9); rows of 1024 and the f32 rows within 0.4 throughout. Not measured on an H100,
+  // which keeps four lanes.
+  if constexpr (sizeof(S) == 2 && V == 8) {
+    const int64_t n = p.walk.row_length;
+    if (!p.mask.data && n > 32 && n <= 64 && rows::tile_issue_lean(device)) {
+      using P = rows::TilePolicy<2, 4, V, 256>;
+      rows::launch_common_tile_kernel<P, S, CommonCached<P, S>>(p, p.walk.rows, device, stream);
+      return true;
+    }
+  }
   const bool wide = p.mask.data == nullptr;
   // fill_2560 = wide: every softmax row of the wide form takes the 160-thread policy for 16-bit
   // rows of 2049..2560 (only the bf16 norms keep the 96-thread one; with_tile_policy).
