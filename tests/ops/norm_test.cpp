@@ -564,6 +564,33 @@ TEST_P(NormTest, BlockRowsOverManySteps) {
   }
 }
 
+// Layer norm with a weight and a bias over rows of 32 elements a thread over a block (on CUDA,
+// 16-bit rows of 12289..16384 of 16-byte vectors: where the SMs are issue-lean, the build that
+// copies the weight and bias into shared memory once a launch and reads them from there for every
+// row). Rows whose end falls inside the last threads' chunks (12296, 15000, 16376) and whole ones,
+// over more rows than the resident grid has blocks (on an H200 one block an SM, so each block
+// takes two or three rows), then in place. The CPU backend checks fewer rows.
+TEST_P(NormTest, LayerNormAffineOverLongBlockRows) {
+  uint64_t salt = 4300;
+  const bool cuda = kf_test::device_under_test() == KF_DEVICE_CUDA;
+  const int64_t rows = cuda ? 300 : 5;
+  for (int64_t length : {int64_t{12296}, int64_t{15000}, int64_t{16376}, int64_t{16384}})
+    check_layer_norm(rows, length, true, KF_ACTIVATION_GELU, salt += 3);
+  const uint64_t s = seed(salt += 3);
+  const int64_t length = 16384;
+  SCOPED_TRACE(label("layer norm affine in place", s));
+  Tensor x = tensor({rows, length}, dtype());
+  Tensor w = tensor({length}, dtype()), b = tensor({length}, dtype());
+  const auto xv = fill(x, dtype(), static_cast<size_t>(rows * length), s);
+  const auto wv = fill(w, dtype(), static_cast<size_t>(length), s + 1);
+  const auto bv = fill(b, dtype(), static_cast<size_t>(length), s + 2);
+  KF_ASSERT_OK(kf_fused_layer_norm_activation(ctx(), x, w, b, x, nullptr, nullptr, 1, 1e-5,
+                                              KF_ACTIVATION_RELU, nullptr));
+  kf_test::expect_close(kf_test::download(x),
+                        layer_norm_ref(xv, length, wv, bv, 1e-5, KF_ACTIVATION_RELU).out,
+                        tolerance(dtype()), "layer norm affine in place");
+}
+
 // RMS norm with a residual over rows that a block walks one to seven times: on CUDA the 16-bit
 // rows of 1025..4096 run on a resident grid that fetches each block's next row while it works on
 // the current one (on an H200, 264 blocks on 132 SMs: 300, 1000 and 1700 rows are one or two,

@@ -371,8 +371,10 @@ using rows::Sums;
 // (rows::widen_bf16_pairs; see LayerPairs).
 // kAffinePairs: only the weight and bias so widened, the row element by element (see
 // layer_takes_affine_pairs).
+// kSharedAffine: the layer norm's weight and bias are copied into shared memory once a launch and
+// read from there for every row (see LayerSharedAffine); the plan has both.
 template <class P, class S, bool kResidual, bool kStage = true, int kBlocks = 0,
-          bool kWordPairs = false, bool kAffinePairs = false>
+          bool kWordPairs = false, bool kAffinePairs = false, bool kSharedAffine = false>
 __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile_min_blocks<P, S>())
     cached_kernel(const __grid_constant__ Plan p) {
   cuda::wait_prior_grid();  // a dependent launch: nothing global is touched before this
@@ -459,6 +461,26 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
           static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, row), n, lane, slots);
     }
   };
+  // kSharedAffine: past the staged row (kShared), chunks * threads slots of the weight's vectors
+  // and as many of the bias's, thread t's chunk k at k * threads + t: the columns its output pass
+  // reads (tile_load_col, the same for every row). Each thread reads back only the slots it
+  // copied, so no barrier is needed. The copies join the first staged row's group (kShared) or
+  // commit a group of their own, waited for before the first row's output pass.
+  static_assert(!kSharedAffine ||
+                    (kClamped && !kResidual && P::group == P::threads && P::vec * sizeof(S) == 16),
+                "the shared affine is for rows of 16-byte vectors over a block");
+  [[maybe_unused]] Slot* const affine = rows::tile_slots<P, S>(kShared ? 1 : 0);
+  if constexpr (kSharedAffine) {
+    const S* weight = static_cast<const S*>(p.weight.data);
+    const S* bias = static_cast<const S*>(p.bias.data);
+#pragma unroll
+    for (int k = 0; k < P::chunks; ++k) {
+      const int c = rows::tile_load_col<P>(lane, k, n);
+      async_copy::copy16(affine + k * P::threads + threadIdx.x, weight + c);
+      async_copy::copy16(affine + (P::chunks + k) * P::threads + threadIdx.x, bias + c);
+    }
+    if constexpr (!kShared) async_copy::commit();
+  }
   Raw raw;
   if constexpr (kPrefetch) fetch(int64_t{blockIdx.x} * P::rows_per_block, raw);
   if constexpr (kShared) {
@@ -608,16 +630,25 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
         return (v - shift) * rstd - scaled_center;
     };
     // Weight and bias are read a chunk at a time (from L1/L2: every row shares them; holding them
-    // in registers across rows cost more registers than it saved). The activation runs over the
+    // in registers across rows cost more registers than it saved; kSharedAffine: from shared
+    // memory). The activation runs over the
     // finished row in its own short loop, so its temporaries are not live beside w and b.
     const S* weight = static_cast<const S*>(p.weight.data);
     const S* bias = static_cast<const S*>(p.bias.data);
     if (kClamped && weight && bias) {  // layer norm's usual case: unpredicated loads
+      // (kShared's wait at the top of the row covers the shared affine's copies.)
+      if constexpr (kSharedAffine && !kShared) async_copy::wait<0>();
 #pragma unroll
       for (int k = 0; k < P::chunks; ++k) {
-        const int c = rows::tile_load_col<P>(lane, k, n);
-        const Vec wk = *reinterpret_cast<const Vec*>(weight + c);
-        const Vec bk = *reinterpret_cast<const Vec*>(bias + c);
+        Vec wk, bk;
+        if constexpr (kSharedAffine) {
+          wk = affine[k * P::threads + threadIdx.x];
+          bk = affine[(P::chunks + k) * P::threads + threadIdx.x];
+        } else {
+          const int c = rows::tile_load_col<P>(lane, k, n);
+          wk = *reinterpret_cast<const Vec*>(weight + c);
+          bk = *reinterpret_cast<const Vec*>(bias + c);
+        }
         if constexpr (kPairs || (kAffinePairs && rows::pairs_widen<P, S>())) {
           T wf[P::vec], bf[P::vec];
           rows::widen_bf16_pairs(wk, wf);
@@ -1466,6 +1497,31 @@ struct LayerAffinePairs {
   static constexpr auto kernel = cached_kernel<P, S, false, kStage, 0, false, true>;
 };
 
+// The layer norm's build for 16-bit rows of 12289..16384 over a 512-thread block (32 elements a
+// thread, one block an SM) that holds the weight and bias in shared memory for the launch
+// (kSharedAffine, 64 KiB), where the other builds read both from L1/L2 for every row; launch_cached
+// takes it for a layer norm with a weight and a bias where the SMs are rows::tile_issue_lean.
+// kf-bench on an H200 (2026-12-01 13:36Z and 13:50Z, one library with both, same calls, two
+// passes each), layer norm, % of copy, from L1/L2 -> shared: rows of 16384 f16 81.8 / 81.6 /
+// 82.1 / 82.1 -> 84.4 / 83.9 / 84.5 / 84.3, bf16 82.6 / 82.7 / 82.5 / 82.8 -> 83.4 / 83.0 / 83.7
+// / 83.4. Not f32 (rows of 16384 82.8 / 82.9 / 82.8 / 82.7 -> 82.0 / 81.0 / 81.2 / 81.1, 192 KiB
+// a block with the staged row), nor the 24-element policy below it (rows of 8193..12288), which
+// moved both ways: rows of 12288 bf16 71.7 / 71.6 / 71.8 / 72.1 -> 74.0 / 73.7 / 73.7 / 73.7, f32
+// 83.5 / 84.0 -> 82.2 / 82.2; rows of 10240 f16 72.0 / 71.5 -> 69.8 / 69.6, bf16 63.4 / 63.3 ->
+// 62.5 / 62.3, f32 81.2 / 80.7 -> 73.5 / 73.5.
+template <class P, class S>
+constexpr bool layer_takes_shared_affine() {
+  return sizeof(S) == 2 && P::threads == 512 && P::group == P::threads && P::items == 32 &&
+         P::vec * sizeof(S) == 16;
+}
+template <class P, class S>
+struct LayerSharedAffine {
+  static constexpr size_t smem = size_t{2} * 16 * P::chunks * P::threads;  // weight and bias
+  template <bool kStage>
+  static constexpr auto kernel =
+      cached_kernel<P, S, false, kStage, 0, false, layer_takes_affine_pairs<P, S>(), true>;
+};
+
 // The most resident blocks an SM for the cached kernels of policy P and storage S (0: as many as
 // fit): three for the 16-bit prefetching policies of 256 threads at 16 elements a thread. Their
 // registers, and so how many fit, move with every change to the kernel; four blocks an SM lost
@@ -1555,6 +1611,14 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
           rows::tile_issue_lean(device) ? residual_lean_max_blocks<P, S>()
                                         : cached_max_blocks<P, S>());
     } else {
+      if constexpr (layer_takes_shared_affine<P, S>()) {
+        if (p.kind == Kind::layer && p.weight.data && p.bias.data &&
+            rows::tile_issue_lean(device)) {
+          using F = LayerSharedAffine<P, S>;
+          rows::launch_common_tile_kernel<P, S, F>(p, p.walk.rows, device, stream, 0, F::smem);
+          return;
+        }
+      }
       if constexpr (layer_takes_pairs<P, S>()) {
         if (p.kind == Kind::layer && rows::tile_issue_lean(device)) {
           rows::launch_common_tile_kernel<P, S, LayerPairs<P, S>>(p, p.walk.rows, device, stream,

@@ -585,11 +585,13 @@ unsigned resident_grid(int64_t rows, int rows_per_block, int threads, int32_t de
 // in-place form launch_common_tile_kernel picks), kStagedRows rows ahead (the policy's
 // tile_staged_rows unless the family asks for more); both must match the kernel's own choice,
 // since they size its dynamic shared memory. max_per_sm: a cap on the resident grid's blocks an
-// SM (resident_grid; 0: none).
+// SM (resident_grid; 0: none). extra_smem: dynamic shared memory the kernel keeps past its staged
+// rows (the layer norm's weight and bias, norm/cuda.cuh's LayerSharedAffine), the same at every
+// launch of kKernel.
 template <class P, class S, auto kKernel, int kStagedRows = tile_staged_rows<P, S>(), class Plan>
 void launch_tile_kernel(const Plan& p, int64_t rows, int32_t device, cudaStream_t stream,
-                        bool stages = true, int max_per_sm = 0) {
-  const size_t smem = stages ? tile_shared_bytes<P, S, kStagedRows>() : 0;
+                        bool stages = true, int max_per_sm = 0, size_t extra_smem = 0) {
+  const size_t smem = (stages ? tile_shared_bytes<P, S, kStagedRows>() : 0) + extra_smem;
   if (smem > 0) {
     // The shared memory past 48 KiB is allowed once per device (as prepare_staged_kernel does),
     // not at every launch.
@@ -611,22 +613,22 @@ void launch_tile_kernel(const Plan& p, int64_t rows, int32_t device, cudaStream_
 }
 
 // Launches the common form (no residual, no mask) of a register-cached kernel family over `rows`
-// rows of plan p (max_per_sm as for launch_tile_kernel): Family::kernel<true>, which stages the
-// next row in shared memory where the policy does (tile_prefetches_shared) and the device gains
-// (tile_stages_rows); elsewhere Family::kernel<false>, instantiated only for the policies that
-// stage, which loads each row in place in one pass of blocks.
+// rows of plan p (max_per_sm and extra_smem as for launch_tile_kernel): Family::kernel<true>, which
+// stages the next row in shared memory where the policy does (tile_prefetches_shared) and the
+// device gains (tile_stages_rows); elsewhere Family::kernel<false>, instantiated only for the
+// policies that stage, which loads each row in place in one pass of blocks.
 template <class P, class S, class Family, class Plan>
 void launch_common_tile_kernel(const Plan& p, int64_t rows, int32_t device, cudaStream_t stream,
-                               int max_per_sm = 0) {
+                               int max_per_sm = 0, size_t extra_smem = 0) {
   if constexpr (tile_prefetches_shared<P, S>()) {
     if (!tile_stages_rows(device)) {
       launch_tile_kernel<P, S, Family::template kernel<false>>(p, rows, device, stream, false,
-                                                               max_per_sm);
+                                                               max_per_sm, extra_smem);
       return;
     }
   }
-  launch_tile_kernel<P, S, Family::template kernel<true>>(p, rows, device, stream, true,
-                                                          max_per_sm);
+  launch_tile_kernel<P, S, Family::template kernel<true>>(p, rows, device, stream, true, max_per_sm,
+                                                          extra_smem);
 }
 
 // Picks the cached policy for rows of n elements loaded `V` at a time and calls fn(Policy{});
