@@ -85,6 +85,21 @@ class NormTest : public row_test::DeviceFixture<::testing::TestWithParam<kf_dtyp
   }
 
   // x is uniform in center +- spread; first, when given, replaces each row's first element.
+  // Layer norm with a weight and a bias in place (out is x), against float64.
+  void check_layer_norm_in_place(int64_t rows, int64_t length, kf_activation_t act, uint64_t s) {
+    SCOPED_TRACE(
+        label("layer norm in place " + std::to_string(rows) + " x " + std::to_string(length), s));
+    Tensor x = tensor({rows, length}, dtype()), w = tensor({length}, dtype());
+    Tensor b = tensor({length}, dtype());
+    const auto xv = fill(x, dtype(), static_cast<size_t>(rows * length), s);
+    const auto wv = fill(w, dtype(), static_cast<size_t>(length), s + 1);
+    const auto bv = fill(b, dtype(), static_cast<size_t>(length), s + 2);
+    KF_ASSERT_OK(
+        kf_fused_layer_norm_activation(ctx(), x, w, b, x, nullptr, nullptr, 1, 1e-5, act, nullptr));
+    kf_test::expect_close(kf_test::download(x), layer_norm_ref(xv, length, wv, bv, 1e-5, act).out,
+                          tolerance(dtype()), "layer norm in place");
+  }
+
   void check_layer_norm(int64_t rows, int64_t length, bool affine, kf_activation_t act,
                         uint64_t salt, double center = 0.0, double spread = 3.0,
                         const double* first = nullptr) {
@@ -576,19 +591,7 @@ TEST_P(NormTest, LayerNormAffineOverLongBlockRows) {
   const int64_t rows = cuda ? 300 : 5;
   for (int64_t length : {int64_t{12296}, int64_t{15000}, int64_t{16376}, int64_t{16384}})
     check_layer_norm(rows, length, true, KF_ACTIVATION_GELU, salt += 3);
-  const uint64_t s = seed(salt += 3);
-  const int64_t length = 16384;
-  SCOPED_TRACE(label("layer norm affine in place", s));
-  Tensor x = tensor({rows, length}, dtype());
-  Tensor w = tensor({length}, dtype()), b = tensor({length}, dtype());
-  const auto xv = fill(x, dtype(), static_cast<size_t>(rows * length), s);
-  const auto wv = fill(w, dtype(), static_cast<size_t>(length), s + 1);
-  const auto bv = fill(b, dtype(), static_cast<size_t>(length), s + 2);
-  KF_ASSERT_OK(kf_fused_layer_norm_activation(ctx(), x, w, b, x, nullptr, nullptr, 1, 1e-5,
-                                              KF_ACTIVATION_RELU, nullptr));
-  kf_test::expect_close(kf_test::download(x),
-                        layer_norm_ref(xv, length, wv, bv, 1e-5, KF_ACTIVATION_RELU).out,
-                        tolerance(dtype()), "layer norm affine in place");
+  check_layer_norm_in_place(rows, 16384, KF_ACTIVATION_RELU, seed(salt += 3));
 }
 
 // RMS norm with a residual over rows that a block walks one to seven times: on CUDA the 16-bit
@@ -689,18 +692,7 @@ TEST_P(NormTest, GridGroupRows) {
     check_layer_norm(3, length, true, KF_ACTIVATION_NONE, salt += 3);
     check_layer_norm(many, length, true, KF_ACTIVATION_RELU, salt += 3);
     check_layer_norm(5, length, false, KF_ACTIVATION_GELU, salt += 3, 0.5, 2.0);
-    const uint64_t s = seed(salt += 3);
-    SCOPED_TRACE(label("layer norm in place " + std::to_string(length), s));
-    Tensor x = tensor({20, length}, dtype()), w = tensor({length}, dtype());
-    Tensor b = tensor({length}, dtype());
-    const auto xv = fill(x, dtype(), static_cast<size_t>(20 * length), s);
-    const auto wv = fill(w, dtype(), static_cast<size_t>(length), s + 1);
-    const auto bv = fill(b, dtype(), static_cast<size_t>(length), s + 2);
-    KF_ASSERT_OK(kf_fused_layer_norm_activation(ctx(), x, w, b, x, nullptr, nullptr, 1, 1e-5,
-                                                KF_ACTIVATION_SILU, nullptr));
-    kf_test::expect_close(kf_test::download(x),
-                          layer_norm_ref(xv, length, wv, bv, 1e-5, KF_ACTIVATION_SILU).out,
-                          tolerance(dtype()), "layer norm in place");
+    check_layer_norm_in_place(20, length, KF_ACTIVATION_SILU, seed(salt += 3));
   }
   // A row whose first block's values lie far from the rest: its mean is the base of the others'.
   if (dtype() == KF_DTYPE_FLOAT32)
