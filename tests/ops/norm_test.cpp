@@ -84,7 +84,6 @@ class NormTest : public row_test::DeviceFixture<::testing::TestWithParam<kf_dtyp
     return std::string(dtype_name(dtype())) + " " + what + " (seed " + std::to_string(s) + ")";
   }
 
-  // x is uniform in center +- spread; first, when given, replaces each row's first element.
   // Layer norm with a weight and a bias in place (out is x), against float64.
   void check_layer_norm_in_place(int64_t rows, int64_t length, kf_activation_t act, uint64_t s) {
     SCOPED_TRACE(
@@ -100,6 +99,7 @@ class NormTest : public row_test::DeviceFixture<::testing::TestWithParam<kf_dtyp
                           tolerance(dtype()), "layer norm in place");
   }
 
+  // x is uniform in center +- spread; first, when given, replaces each row's first element.
   void check_layer_norm(int64_t rows, int64_t length, bool affine, kf_activation_t act,
                         uint64_t salt, double center = 0.0, double spread = 3.0,
                         const double* first = nullptr) {

@@ -631,8 +631,8 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
     };
     // Weight and bias are read a chunk at a time (from L1/L2: every row shares them; holding them
     // in registers across rows cost more registers than it saved; kSharedAffine: from shared
-    // memory). The activation runs over the
-    // finished row in its own short loop, so its temporaries are not live beside w and b.
+    // memory). The activation runs over the finished row in its own short loop, so its
+    // temporaries are not live beside w and b.
     const S* weight = static_cast<const S*>(p.weight.data);
     const S* bias = static_cast<const S*>(p.bias.data);
     if (kClamped && weight && bias) {  // layer norm's usual case: unpredicated loads
