@@ -99,10 +99,11 @@ class NormTest : public row_test::DeviceFixture<::testing::TestWithParam<kf_dtyp
                           tolerance(dtype()), "layer norm in place");
   }
 
-  // x is uniform in center +- spread; first, when given, replaces each row's first element.
+  // x is uniform in center +- spread; first, when given, replaces the first element of every
+  // `first_every`-th row (rows 0, first_every, ...).
   void check_layer_norm(int64_t rows, int64_t length, bool affine, kf_activation_t act,
                         uint64_t salt, double center = 0.0, double spread = 3.0,
-                        const double* first = nullptr) {
+                        const double* first = nullptr, int64_t first_every = 1) {
     const uint64_t s = seed(salt);
     const std::string what = label("layer norm rows " + std::to_string(rows) + " x " +
                                        std::to_string(length) + (affine ? " affine" : ""),
@@ -116,7 +117,7 @@ class NormTest : public row_test::DeviceFixture<::testing::TestWithParam<kf_dtyp
     std::vector<double> xv = kf_test::round_to_dtype(
         kf_test::random_values(n, s, center - spread, center + spread), dtype());
     if (first)
-      for (int64_t row = 0; row < rows; ++row)
+      for (int64_t row = 0; row < rows; row += first_every)
         xv[static_cast<size_t>(row * length)] = kf_test::round_to_dtype({*first}, dtype())[0];
     kf_test::upload(x, xv);
     std::vector<double> wv, bv;
@@ -254,6 +255,21 @@ TEST_P(NormTest, LargeMeanSmallSpread) {
   // taken about its own mean and combined about the first block's.
   for (int64_t length : {40000, 262144})
     check_layer_norm(2, length, true, KF_ACTIVATION_NONE, salt += 3, 1e4, spread);
+}
+
+// Rows whose first element lies far from the rest (250 over values in +-3: about 144 standard
+// deviations; 7: about 4), in every dtype, over each CUDA regime's lengths (a few lanes, a warp
+// and a block a row, the staged rows, and the streaming kernels: rows of 20001 and 20002 and the
+// f64 rows past 8192). The streaming kernels take their sums about a row's first element and sum
+// the row again about its mean where that element lies more than four deviations out; with only
+// every other row so led, a launch takes both paths.
+TEST_P(NormTest, FirstElementFarFromTheRest) {
+  uint64_t salt = 1900;
+  for (const double first : {250.0, 7.0})
+    for (int64_t length : {24, 64, 768, 1024, 4096, 5000, 12288, 16384, 20001, 20002, 40000})
+      for (int64_t every : {1, 2})
+        check_layer_norm(every == 1 ? 5 : 6, length, every == 1, KF_ACTIVATION_NONE, salt += 3, 0.0,
+                         3.0, &first, every);
 }
 
 // Row lengths that leave the last threads of each register-cached tile policy (1..32 lanes, a

@@ -99,6 +99,45 @@ __device__ __forceinline__ math::stats::LayerNormStats<T> row_statistics(const P
   return s;
 }
 
+// Whether the streaming kernels' shift (a row's first element) lies more than four deviations
+// from the row's mean, by the statistics taken about it (0 center for the RMS norm: never). The
+// variance is then sum_d2 / n - center^2 with center^2 above 16 of it, and its relative error,
+// about (1 + (center * rstd)^2) of the sums' rounding, grows with the square of that distance.
+// Rows of 20001 values in +-3 led by 250 (144 deviations of the others) had rstd up to 5.6e-4 off
+// in f32 (H200, 2026-12-01, NormTest.FirstElementFarFromTheRest), and f64 rows past 8192 1.2e-12.
+// Such rows are summed again about the mean just found (a third read of the row). The
+// statistics are the same bits in every thread (row_statistics), so the whole block takes the
+// same branch.
+template <class T>
+__device__ __forceinline__ bool shift_far_from_mean(const math::stats::LayerNormStats<T>& s) {
+  const T c = s.center * s.rstd;
+  return c * c > T(16);
+}
+
+// The streaming kernels' sums of the differences from `shift` (and of their squares) over this
+// thread's columns of a row, h taken as their output passes take it: from residual_out where it
+// was written (x or residual may be out by now), else from x and the residual. Called after
+// row_statistics' barriers, so every thread's residual_out columns are in.
+template <class S, bool kDense, class T>
+__device__ __forceinline__ rows::Sums<T> streaming_sums_about(const Plan& p, int64_t row, T shift) {
+  const rows::Walk& w = p.walk;
+  const int64_t xb = rows::row_offset(w, p.x, row);
+  const int64_t rb = p.residual.data ? rows::row_offset(w, p.residual, row) : 0;
+  const int64_t hb = p.residual_out.data ? rows::row_offset(w, p.residual_out, row) : 0;
+  rows::Sums<T> sums{0, 0};
+  for (int64_t c = threadIdx.x; c < w.row_length; c += blockDim.x) {
+    const T h =
+        p.residual_out.data
+            ? math::StorageTraits<S>::to_compute(load_raw<S, kDense>(w, p.residual_out, hb, c))
+            : combine(p, load_raw<S, kDense>(w, p.x, xb, c),
+                      p.residual.data ? load_raw<S, kDense>(w, p.residual, rb, c) : S{});
+    const T d = h - shift;
+    sums.d += d;
+    sums.d2 += d * d;
+  }
+  return sums;
+}
+
 // The streaming kernel: a block per row, over global memory, reading x (and the residual) twice.
 // Each thread loads Policy::unroll columns of the row before it works on any of them, every load
 // unconditional (a column past the row's end loads the thread's first column of the step
@@ -121,11 +160,12 @@ __global__ void __launch_bounds__(Policy::threads, 4)
     const int64_t xb = rows::row_offset(w, p.x, row);
     const int64_t rb = p.residual.data ? rows::row_offset(w, p.residual, row) : 0;
     const int64_t hb = p.residual_out.data ? rows::row_offset(w, p.residual_out, row) : 0;
-    // The shift: the row's first element (differences from it stay small for sane data).
-    const T shift = p.kind == Kind::layer
-                        ? combine(p, load_raw<S, kDense>(w, p.x, xb, 0),
-                                  p.residual.data ? load_raw<S, kDense>(w, p.residual, rb, 0) : S{})
-                        : T(0);
+    // The shift: the row's first element (differences from it stay small for sane data; see
+    // shift_far_from_mean for the rest).
+    T shift = p.kind == Kind::layer
+                  ? combine(p, load_raw<S, kDense>(w, p.x, xb, 0),
+                            p.residual.data ? load_raw<S, kDense>(w, p.residual, rb, 0) : S{})
+                  : T(0);
     // Column u of the step from c0: at a fixed offset from c0 where the step lies inside the row,
     // else clamped (the row's last step).
     auto column = [&](int64_t c0, int u, bool inside) {
@@ -156,7 +196,12 @@ __global__ void __launch_bounds__(Policy::threads, 4)
         sum_d2 += d * d;
       }
     }
-    const auto stats = row_statistics(p, row, shift, sum_d, sum_d2, scratch);
+    auto stats = row_statistics(p, row, shift, sum_d, sum_d2, scratch);
+    if (shift_far_from_mean(stats)) {  // summed again about the mean
+      shift += stats.center;
+      const rows::Sums<T> sums = streaming_sums_about<S, kDense>(p, row, shift);
+      stats = row_statistics(p, row, shift, sums.d, sums.d2, scratch);
+    }
     const T center = stats.center, rstd = stats.rstd;
     const int64_t ob = rows::row_offset(w, p.out, row);
     for (int64_t c0 = threadIdx.x; c0 < n; c0 += kStep) {
@@ -246,8 +291,9 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks)
     auto h_of = [&](int64_t c) {  // h at column c, from x and the residual
       return combine(p, x[c], res ? res[c] : S{});
     };
-    // The shift: the row's first element (differences from it stay small for sane data).
-    const T shift = p.kind == Kind::layer ? h_of(0) : T(0);
+    // The shift: the row's first element (differences from it stay small for sane data; see
+    // shift_far_from_mean for the rest).
+    T shift = p.kind == Kind::layer ? h_of(0) : T(0);
     T sum_d = 0, sum_d2 = 0;
     auto add = [&](T h) {
       const T d = h - shift;
@@ -292,7 +338,12 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks)
         if (h_out) reinterpret_cast<Pack*>(h_out + head)[k] = hp;
       }
     }
-    const auto stats = row_statistics(p, row, shift, sum_d, sum_d2, scratch);
+    auto stats = row_statistics(p, row, shift, sum_d, sum_d2, scratch);
+    if (shift_far_from_mean(stats)) {  // summed again about the mean
+      shift += stats.center;
+      const rows::Sums<T> sums = streaming_sums_about<S, true>(p, row, shift);
+      stats = row_statistics(p, row, shift, sums.d, sums.d2, scratch);
+    }
     const T center = stats.center, rstd = stats.rstd;
     // The output of column c from h (and the weight's and the bias's elements there).
     auto output = [&](T h, S wv, S bv) {
