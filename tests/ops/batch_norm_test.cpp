@@ -77,6 +77,7 @@ struct Case {
   kf_activation_t act = KF_ACTIVATION_NONE;
   double center = 0.0;  // mean of x (and of the running mean)
   double momentum = 0.1;
+  double lead = 0.0;  // when not 0: every other channel's first element is center + lead
 };
 
 std::string describe(const Case& c) {
@@ -116,7 +117,14 @@ class BatchNormTest : public row_test::DeviceFixture<::testing::TestWithParam<kf
     kf_tensor_t* out = in_place ? x.t : out_owned.t;
     Tensor w = tensor({channels}, stats()), b = tensor({channels}, stats());
     Tensor rm = tensor({channels}, stats()), rv = tensor({channels}, stats());
-    const auto xv = fill(x, dtype(), n, s, c.center - 3.0, c.center + 3.0);
+    auto xv = fill(x, dtype(), n, s, c.center - 3.0, c.center + 3.0);
+    if (c.lead != 0.0) {  // channel ch's first element: (0, ch, 0, ...) in NCHW, ch in NHWC
+      const size_t plane =
+          c.layout == KF_LAYOUT_NCHW ? n / static_cast<size_t>(c.shape[0]) / nc : 1;
+      for (size_t ch = 0; ch < nc; ch += 2)
+        xv[ch * plane] = kf_test::round_to_dtype({c.center + c.lead}, dtype())[0];
+      kf_test::upload(x, xv);
+    }
     std::vector<double> wv, bv, rmv, rvv;
     if (c.affine) {
       wv = fill(w, stats(), nc, s + 1, 0.5, 2.0);
@@ -263,6 +271,25 @@ TEST_P(BatchNormTest, ChannelsPerResidentCluster) {
   c.training = true;
   c.act = KF_ACTIVATION_RELU;
   check(c, 3100);
+}
+
+// Training where every other channel's first element lies far from the rest (250 over values in
+// +-3: about 144 standard deviations; 7: about 4), through each training kernel of the CUDA
+// backend: a block per channel (NCHW rows of 9), that split over a cluster (few channels of 63 x
+// 65), staged in shared memory (NCHW rows of 16-byte vectors), staged over a cluster (few
+// channels of 64 x 64) and a block per 32 channels (NHWC with 40 channels). The kernels take
+// their sums about a channel's first element and sum the channel again about its mean where
+// that element lies more than four deviations out.
+TEST_P(BatchNormTest, ChannelLedFarOut) {
+  uint64_t salt = 700;
+  for (double lead : {250.0, 7.0})
+    for (Case c :
+         {Case{{2, 5, 7, 9}, KF_LAYOUT_NCHW, true}, Case{{16, 2, 63, 65}, KF_LAYOUT_NCHW, true},
+          Case{{2, 6, 8, 16}, KF_LAYOUT_NCHW, true}, Case{{16, 2, 64, 64}, KF_LAYOUT_NCHW, true},
+          Case{{2, 3, 5, 40}, KF_LAYOUT_NHWC, true}}) {
+      c.lead = lead;
+      check(c, salt += 11);
+    }
 }
 
 TEST_P(BatchNormTest, UntrackedRunningStatistics) {

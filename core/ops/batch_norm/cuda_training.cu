@@ -134,20 +134,28 @@ __global__ void __launch_bounds__(Policy::threads)
   for (int64_t c = blockIdx.x / split; c < p.channels; c += gridDim.x / split) {
     const S* x = static_cast<const S*>(p.x_c.data) + rows::row_offset(w, p.x_c, c);
     S* out = static_cast<S*>(p.out_c.data) + rows::row_offset(w, p.out_c, c);
-    const T shift = Traits::to_compute(x[0]);
-    T sum_d = 0, sum_d2 = 0;
-    for (int64_t v = first + threadIdx.x; v < end; v += Policy::threads) {
-      const Vec xv = *reinterpret_cast<const Vec*>(x + channel_offset(w, p.x_c, v * V, small));
+    T shift = Traits::to_compute(x[0]);
+    // The channel's sums about shift, over the block's part.
+    const auto sums_about = [&](T about) {
+      T sum_d = 0, sum_d2 = 0;
+      for (int64_t v = first + threadIdx.x; v < end; v += Policy::threads) {
+        const Vec xv = *reinterpret_cast<const Vec*>(x + channel_offset(w, p.x_c, v * V, small));
 #pragma unroll
-      for (int e = 0; e < V; ++e) {
-        const T d = Traits::to_compute(xv.v[e]) - shift;
-        sum_d += d;
-        sum_d2 += d * d;
+        for (int e = 0; e < V; ++e) {
+          const T d = Traits::to_compute(xv.v[e]) - about;
+          sum_d += d;
+          sum_d2 += d * d;
+        }
       }
+      sum_d = rows::block_sum(sum_d, scratch);  // ends with a barrier: x is fully read
+      sum_d2 = rows::block_sum(sum_d2, scratch);
+      return cluster.reduce(rows::Sums<T>{sum_d, sum_d2}, rows::AddSums{});
+    };
+    rows::Sums<T> sums = sums_about(shift);
+    if (shift_far_from_mean(p, sums.d, sums.d2)) {  // summed again about the mean
+      shift += sums.d / static_cast<T>(p.count);
+      sums = sums_about(shift);
     }
-    sum_d = rows::block_sum(sum_d, scratch);  // ends with a barrier: x is fully read
-    sum_d2 = rows::block_sum(sum_d2, scratch);
-    const rows::Sums<T> sums = cluster.reduce(rows::Sums<T>{sum_d, sum_d2}, rows::AddSums{});
     const auto k = train_channel<T>(p, c, shift, sums.d, sums.d2, threadIdx.x == 0 && rank == 0);
     math::with_activation(p.act, [&](auto act) {
       for (int64_t v = first + threadIdx.x; v < end; v += Policy::threads) {
@@ -173,6 +181,8 @@ __global__ void __launch_bounds__(Policy::threads)
   __shared__ T partial_d[Policy::rows][Policy::lanes + 1];
   __shared__ T partial_d2[Policy::rows][Policy::lanes + 1];
   __shared__ Coefficients<T> coefficients[Policy::lanes];
+  __shared__ T refined[Policy::lanes];  // a channel's shift for its second sums
+  __shared__ bool redo[Policy::lanes];  // whether the channel takes them
   const rows::Walk& w = p.by_channel;
   const int lane = threadIdx.x % Policy::lanes, row = threadIdx.x / Policy::lanes;
   const S* x = static_cast<const S*>(p.x_c.data);
@@ -181,24 +191,44 @@ __global__ void __launch_bounds__(Policy::threads)
        first += int64_t{gridDim.x} * Policy::lanes) {
     const int64_t c = first + lane;
     const bool active = c < p.channels;
-    T shift = 0, sum_d = 0, sum_d2 = 0;
-    if (active) {
-      shift = Traits::to_compute(x[c]);
-      for (int64_t m = row; m < p.count; m += Policy::rows) {
-        const T d = Traits::to_compute(x[rows::col_offset(w, p.x_c, m) + c]) - shift;
-        sum_d += d;
-        sum_d2 += d * d;
+    T shift = active ? Traits::to_compute(x[c]) : T(0), sum_d, sum_d2;
+    // This thread's sums about shift where `take`, then (row 0) the channel's from the rows'
+    // partials.
+    const auto sum_about = [&](bool take) {
+      sum_d = 0;
+      sum_d2 = 0;
+      if (take) {
+        for (int64_t m = row; m < p.count; m += Policy::rows) {
+          const T d = Traits::to_compute(x[rows::col_offset(w, p.x_c, m) + c]) - shift;
+          sum_d += d;
+          sum_d2 += d * d;
+        }
       }
+      partial_d[row][lane] = sum_d;
+      partial_d2[row][lane] = sum_d2;
+      __syncthreads();
+      if (row == 0 && active) {
+        for (int r = 1; r < Policy::rows; ++r) {
+          sum_d += partial_d[r][lane];
+          sum_d2 += partial_d2[r][lane];
+        }
+      }
+    };
+    sum_about(active);
+    // A channel whose first element lies far out is summed again about its mean.
+    bool again = false;
+    if (row == 0) {
+      again = active && shift_far_from_mean(p, sum_d, sum_d2);
+      redo[lane] = again;
+      refined[lane] = shift + sum_d / static_cast<T>(p.count);
+      if (active && !again) coefficients[lane] = train_channel<T>(p, c, shift, sum_d, sum_d2, true);
     }
-    partial_d[row][lane] = sum_d;
-    partial_d2[row][lane] = sum_d2;
-    __syncthreads();
-    if (row == 0 && active) {
-      for (int r = 1; r < Policy::rows; ++r) {
-        sum_d += partial_d[r][lane];
-        sum_d2 += partial_d2[r][lane];
-      }
-      coefficients[lane] = train_channel<T>(p, c, shift, sum_d, sum_d2, true);
+    if (__syncthreads_or(again)) {  // the partials are read: they may be written again
+      again = redo[lane];
+      if (again) shift = refined[lane];
+      sum_about(again);
+      if (row == 0 && again)
+        coefficients[lane] = train_channel<T>(p, c, shift, sum_d, sum_d2, true);
     }
     __syncthreads();
     if (active) {
@@ -307,25 +337,33 @@ __global__ void __launch_bounds__(StagedTrainingPolicy::threads)
     const S* x = static_cast<const S*>(p.x_c.data) + rows::row_offset(w, p.x_c, c);
     S* out = static_cast<S*>(p.out_c.data) + rows::row_offset(w, p.out_c, c);
     // The channel's values are fetched while its slice lands.
-    const T shift = Traits::to_compute(x[0]);
+    T shift = Traits::to_compute(x[0]);
     const T weight = channel_value<T>(p.weight, c, T(1)), bias = channel_value<T>(p.bias, c, T(0));
     if (ahead) {
       async_copy::wait<1>();  // this thread's slots of channel c have landed
     } else {
       async_copy::wait<0>();
     }
-    rows::Sums<T> sums{0, 0};
-    for (uint32_t i = threadIdx.x; i < count; i += kThreads) {
-      const Vec xv = *reinterpret_cast<const Vec*>(slots + i);
+    // The channel's sums about shift, from the block's staged slice.
+    const auto sums_about = [&](T about) {
+      rows::Sums<T> sums{0, 0};
+      for (uint32_t i = threadIdx.x; i < count; i += kThreads) {
+        const Vec xv = *reinterpret_cast<const Vec*>(slots + i);
 #pragma unroll
-      for (int e = 0; e < kWidth; ++e) {
-        const T d = Traits::to_compute(xv.v[e]) - shift;
-        sums.d += d;
-        sums.d2 += d * d;
+        for (int e = 0; e < kWidth; ++e) {
+          const T d = Traits::to_compute(xv.v[e]) - about;
+          sums.d += d;
+          sums.d2 += d * d;
+        }
       }
+      sums = rows::block_reduce(sums, rows::AddSums{}, scratch);
+      return cluster.reduce(sums, rows::AddSums{});
+    };
+    rows::Sums<T> sums = sums_about(shift);
+    if (shift_far_from_mean(p, sums.d, sums.d2)) {  // summed again about the mean
+      shift += sums.d / static_cast<T>(p.count);
+      sums = sums_about(shift);
     }
-    sums = rows::block_reduce(sums, rows::AddSums{}, scratch);
-    sums = cluster.reduce(sums, rows::AddSums{});
     const auto k =
         train_channel<T>(p, c, shift, sums.d, sums.d2, threadIdx.x == 0 && rank == 0, weight, bias);
     math::with_activation(p.act, [&](auto act) {
