@@ -114,10 +114,12 @@ __device__ __forceinline__ bool shift_far_from_mean(const math::stats::LayerNorm
   return c * c > T(16);
 }
 
-// The streaming kernels' sums of the differences from `shift` (and of their squares) over this
-// thread's columns of a row, h taken as their output passes take it: from residual_out where it
-// was written (x or residual may be out by now), else from x and the residual. Called after
-// row_statistics' barriers, so every thread's residual_out columns are in.
+// The streaming kernels' sums of the differences from `shift` (and of their squares) over a row's
+// columns t, t + blockDim.x, ... for thread t, h taken as their output passes take it: from
+// residual_out where it was written (x or residual may be out by now), else from x and the
+// residual. The vector kernel's first pass gave its threads other columns; this is called after
+// row_statistics' barriers, so every thread's residual_out columns are in, and before any output
+// is stored (out may be x).
 template <class S, bool kDense, class T>
 __device__ __forceinline__ rows::Sums<T> streaming_sums_about(const Plan& p, int64_t row, T shift) {
   const rows::Walk& w = p.walk;
