@@ -770,8 +770,8 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
 #pragma unroll
       for (int i = 0; i < P::items; ++i) h[i] = act(h[i], Prim{});
     });
-    rows::tile_store<P>(static_cast<S*>(p.out.data) + rows::row_offset_cold(w, p.out, r), length,
-                        lane, h);
+    rows::tile_store<P, rows::tile_streams_output<P, S>(kShared)>(
+        static_cast<S*>(p.out.data) + rows::row_offset_cold(w, p.out, r), length, lane, h);
   }
 }
 

@@ -71,6 +71,27 @@ constexpr bool tile_prefetches_shared() {
   return !tile_prefetches<P, S>() && tile_can_stage<P, S>();
 }
 
+// Whether a register-cached kernel that stages its rows in shared memory (`staged`: its kShared
+// form) streams its output past L2 (st.global.cs, store_pack): the f32 rows of 8193..16384 over
+// 512 threads. H200, kf-bench `--suite ops`, % of copy, the library with plain stores against
+// one streaming the output (same call, two passes each):
+//  - 18:20Z, every row kernel's output streamed: f32 rows of 16384, softmax 79.9 / 79.5 -> 83.5
+//    / 83.6, layer norm 82.8 / 82.8 -> 86.5 / 86.5, RMS norm 86.0 / 87.7 -> 86.3 / 86.6. It
+//    lost elsewhere: f32 rows of 64 by 1.2 points, 16-bit rows of 4096 by 0.6-2.7 (bf16 layer
+//    norm 85.2 / 85.4 -> 82.6 / 82.5), the 16-bit RMS norm with a residual by 1.0; the 16-bit
+//    softmax's staged rows of 16384 moved within 0.7 either way.
+//  - 18:40Z, the f32 staged forms alone (`--lengths 4100,6144,8192,12288,16384`), softmax /
+//    layer norm / RMS norm: rows of 16384 (512 threads at 32 elements) 80.6 / 81.2 -> 84.3 /
+//    83.8, 82.5 / 82.9 -> 86.6 / 86.4, 87.7 / 87.8 -> 86.6 / 86.9; rows of 12288 (512 at 24)
+//    85.3 / 85.4 -> 85.0 / 84.2, 84.7 / 84.2 -> 85.7 / 85.9, 85.7 / 85.6 -> 87.4 / 87.9; rows of
+//    4100 and 6144 (256 at 24) 84.2 / 84.0 -> 81.5 / 81.7 and 81.3 / 81.3 -> 83.2 / 83.6
+//    (softmax), the norms within 0.3. So the 512-thread forms take it and the 256-thread one
+//    does not.
+template <class P, class S>
+constexpr bool tile_streams_output(bool staged) {
+  return staged && sizeof(S) == 4 && P::threads == 512;
+}
+
 // The rows a register-cached kernel of policy P stages ahead in shared memory unless its family
 // asks for another depth: one where tile_prefetches_shared, none otherwise. Each row staged
 // takes P::chunks * P::threads 16-byte slots (tile_slots).
@@ -498,8 +519,22 @@ __device__ __forceinline__ void tile_store_words(S* row, int n, int lane,
   }
 }
 
-// Stores this thread's part of a row (values in the compute type, rounded to S).
-template <class P, class S>
+// Stores a pack at `to`; kStreamed: a 16-byte pack takes st.global.cs, marking its line the
+// first to leave L2 (tile_streams_output).
+template <bool kStreamed, class S, int V>
+__device__ __forceinline__ void store_pack(Pack<S, V>* to, const Pack<S, V>& pack) {
+  if constexpr (kStreamed && sizeof(pack) == 16) {
+    uint4 bits;
+    __builtin_memcpy(&bits, &pack, sizeof bits);
+    __stcs(reinterpret_cast<uint4*>(to), bits);
+  } else {
+    *to = pack;
+  }
+}
+
+// Stores this thread's part of a row (values in the compute type, rounded to S); kStreamed: see
+// store_pack.
+template <class P, bool kStreamed = false, class S>
 __device__ __forceinline__ void tile_store(S* row, int n, int lane,
                                            const math::compute_t<S> (&src)[P::items]) {
 #pragma unroll
@@ -510,7 +545,7 @@ __device__ __forceinline__ void tile_store(S* row, int n, int lane,
 #pragma unroll
     for (int e = 0; e < P::vec; ++e)
       pack.v[e] = math::StorageTraits<S>::from_compute(src[k * P::vec + e]);
-    *reinterpret_cast<Pack<S, P::vec>*>(row + c) = pack;
+    store_pack<kStreamed>(reinterpret_cast<Pack<S, P::vec>*>(row + c), pack);
   }
 }
 

@@ -336,6 +336,7 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
   // the rows of 64 (bf16 87.4-90.0 -> 87.0-87.6 over two calls), and keep theirs.
   constexpr bool kShared = kStagedRows > 0 && !kMask && kStage;
   constexpr bool kPrefetch = rows::tile_prefetches<P, S>() && !kShared;
+  constexpr bool kStreamOut = rows::tile_streams_output<P, S>(kShared);  // st.global.cs
   constexpr bool kWords = kPrefetch && kMask && rows::tile_words_fit<P, S>();
   using RawPart = std::conditional_t<kWords, rows::TileWords<P, S>, rows::TileRaw<P, S>>;
   struct Raw {
@@ -617,10 +618,10 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
 #pragma unroll
             for (int e = 0; e < P::vec; ++e) pack.v[e] = fill;
           }
-          *reinterpret_cast<Vec*>(out + c) = pack;
+          rows::store_pack<kStreamOut>(reinterpret_cast<Vec*>(out + c), pack);
         }
       } else {
-        rows::tile_store<P>(out, length, lane, v);
+        rows::tile_store<P, kStreamOut>(out, length, lane, v);
       }
     };
     constexpr bool kSplitLog = sizeof(S) == 2 && (kMask || kShared);
