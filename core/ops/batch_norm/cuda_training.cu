@@ -288,9 +288,10 @@ struct StagedArgs {
 
 // The output is streamed (st.global.cs: its lines the first to leave L2). H200 A/B (kf-bench
 // `--suite ops`, plain stores against streamed ones, same call, two passes each), NCHW 42 / 84 x
-// 256 x 56 x 56 + ReLU, % of copy, f32 / f16 / bf16: 2026-12-01 18:20Z, 69.9 / 69.8, 70.2 / 67.5,
-// 69.2 / 66.0 -> 72.9 / 75.0, 72.7 / 70.3, 71.9 / 72.0; 18:40Z, 68.3 / 70.9, 71.2 / 69.0, 69.9
-// / 69.8 -> 75.7 / 75.8, 71.4 / 72.1, 72.9 / 72.6. Inference (not staged) read 91.4-93.4 with both.
+// 256 x 56 x 56 + ReLU, % of copy, f32 / f16 / bf16: 2026-12-01 18:17Z, 69.9 / 69.8, 70.2 / 67.5,
+// 69.2 / 66.0 -> 72.9 / 75.0, 72.7 / 70.3, 71.9 / 72.0; 18:36Z, 68.3 / 70.9, 71.2 / 69.0, 69.9
+// / 69.8 -> 75.7 / 75.8, 71.4 / 72.1, 72.9 / 72.6. Inference (not staged) read 91.4-93.4 with
+// both.
 // One channel per block or cluster at a time: each block copies its slice of the channel into
 // shared memory with 16-byte cp.async copies (all issued before the first wait), reduces shifted
 // sums (shift = the channel's first element, so the variance keeps its precision for large
