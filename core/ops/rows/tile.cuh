@@ -77,9 +77,10 @@ constexpr bool tile_prefetches_shared() {
 // one streaming the output (same call, two passes each):
 //  - 18:17Z, every row kernel's output streamed: f32 rows of 16384, softmax 79.9 / 79.5 -> 83.5
 //    / 83.6, layer norm 82.8 / 82.8 -> 86.5 / 86.5, RMS norm 86.0 / 87.7 -> 86.3 / 86.6. It
-//    lost elsewhere: f32 rows of 64 by 1.2 points, 16-bit rows of 4096 by 0.6-2.7 (bf16 layer
-//    norm 85.2 / 85.4 -> 82.6 / 82.5), the 16-bit RMS norm with a residual by 1.0; the 16-bit
-//    softmax's staged rows of 16384 moved within 0.7 either way.
+//    lost elsewhere: f32 rows of 64 by 1.2 points, the 16-bit softmax's rows of 64 by 2.5,
+//    16-bit rows of 4096 by 0.6-2.7 (bf16 layer norm 85.2 / 85.4 -> 82.6 / 82.5), the 16-bit RMS
+//    norm with a residual by 1.0; the 16-bit softmax's staged rows of 16384 moved within 0.7
+//    either way.
 //  - 18:36Z, the f32 staged forms alone (`--lengths 4100,6144,8192,12288,16384`), softmax /
 //    layer norm / RMS norm: rows of 16384 (512 threads at 32 elements) 80.6 / 81.2 -> 84.3 /
 //    83.8, 82.5 / 82.9 -> 86.6 / 86.4, 87.7 / 87.8 -> 86.6 / 86.9; rows of 12288 (512 at 24)
