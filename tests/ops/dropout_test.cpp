@@ -436,6 +436,32 @@ TEST_F(Dropout, SameMaskAsCpu) {
   kf_context_destroy(cpu);
 }
 
+// The CPU backend splits x into one range per thread, and three threads over 3 * 16384 + 5
+// elements start two of the ranges inside a Philox block (at 16386 and 32772): each range's
+// first chunk must take its uniforms from the middle of that block's words.
+TEST_F(Dropout, CpuRangesStartingInsideABlock) {
+  kf_context_config_t config = KF_CONTEXT_CONFIG_INIT;
+  config.device_type = KF_DEVICE_CPU;
+  config.cpu_threads = 3;
+  kf_context_t* cpu = nullptr;
+  KF_ASSERT_OK(kf_context_create(&config, &cpu));
+  const size_t n = 3 * 16384 + 5;
+  const Shape shape{static_cast<int64_t>(n)};
+  for (kf_dtype_t dtype : {KF_DTYPE_FLOAT32, KF_DTYPE_BFLOAT16}) {
+    const std::string what = std::string("cpu threads=3 ") + dtype_name(dtype);
+    Tensor x = kf_test::make_tensor(cpu, dtype, shape),
+           out = kf_test::make_tensor(cpu, dtype, shape);
+    Tensor mask = kf_test::make_tensor(cpu, KF_DTYPE_UINT8, shape);
+    const auto xv = fill(x, dtype, n, base_seed() + 29);
+    kf_test::poison(out);
+    kf_test::poison(mask);
+    KF_ASSERT_OK(kf_fused_gelu_dropout(cpu, x, out, mask, 0.3, 1, 0xBEEF, 77, nullptr));
+    expect_dropout(xv, kf_test::download(out), kf_test::download(mask),
+                   reference_mask(n, 0.3, 0xBEEF, 77), 0.3, dtype, what);
+  }
+  kf_context_destroy(cpu);
+}
+
 TEST_F(Dropout, EmptyTensorsSucceed) {
   Tensor x = tensor({0, 5}), out = tensor({0, 5}), mask = tensor({0, 5}, KF_DTYPE_UINT8);
   KF_ASSERT_OK(kf_fused_gelu_dropout(ctx(), x, out, mask, 0.5, 1, 1, 1, nullptr));

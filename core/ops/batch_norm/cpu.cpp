@@ -1,8 +1,18 @@
-// CPU backend of the batch norm family. Training statistics are computed per channel in parallel
-// (a shifted two-pass sum: first the mean, then sums of x - mean, see core/math/row_stats.hpp),
-// the running statistics are updated there, and the normalisation is one parallel pass over the
-// elements in memory order with per-channel coefficients, which also makes the exact in-place
-// form safe (every element is read before it is written, statistics are final by then).
+// CPU backend of the batch norm family. Training statistics are a shifted two-pass sum per
+// channel (first the mean, then sums of x - mean, see core/math/row_stats.hpp); the running
+// statistics are updated from them. The normalisation is one parallel pass over the elements in
+// memory order with per-channel coefficients, which also makes the exact in-place form safe
+// (every element is read before it is written, statistics are final by then).
+//
+// The statistics take one of two walks. Channels-first data (NCHW and any strided view) gathers
+// each channel into a buffer (core/ops/rows/cpu_rows.hpp) and sums it there, channels spread over
+// the threads. Dense channels-last data (NHWC) would read every cache line once per channel that
+// way, so it is summed as a [count, C] matrix instead: fixed blocks of kBlockRows positions, each
+// summed across its rows with the channels as the vector lanes, the blocks' partial sums then
+// added in block order (the same result for any thread count). The dense normalisation widens
+// blocks of elements into float, applies the coefficients in vectorised loops (one channel's
+// constants over a channels-first run, per-channel arrays over a channels-last row) and narrows
+// them back.
 #include <algorithm>
 #include <vector>
 
@@ -10,17 +20,33 @@
 #include "core/math/row_stats.hpp"
 #include "core/ops/batch_norm/batch_norm.hpp"
 #include "core/ops/dispatch.hpp"
-#include "core/ops/rows/blocked_sum.hpp"
+#include "core/ops/rows/cpu_rows.hpp"
 #include "core/runtime/thread_pool.hpp"
 
 namespace kf::batch_norm {
 namespace {
 
+namespace cpu = rows::cpu;
+
+// Positions per block of the channels-last sums (as kSumBlock for a row's sum).
+constexpr int64_t kBlockRows = cpu::kSumBlock;
+// Elements normalised per block of the dense pass: two float blocks stay in L1.
+constexpr int64_t kBlock = 1024;
+// Channels-first runs at least this long take the run-constant loop; shorter ones (a spatial
+// extent of a few elements) take the element-by-element walk.
+constexpr int64_t kMinRun = 16;
+
 // y = (x - shift - center) * scale + bias: shift is a value close to the mean that x - shift
 // is exact for (the running mean, or the rounded batch mean), center what is left of the mean.
+// Stored as arrays, one entry per channel, so channels-last rows read them as vectors.
 template <class C>
 struct Coefficients {
-  C shift = 0, center = 0, scale = 1, bias = 0;
+  explicit Coefficients(int64_t channels)
+      : shift(channels, C(0)),
+        center(channels, C(0)),
+        scale(channels, C(1)),
+        bias(channels, C(0)) {}
+  std::vector<C> shift, center, scale, bias;
 };
 
 template <class C>
@@ -28,29 +54,17 @@ C channel_value(const Channel& t, int64_t c, C absent) {
   return t.data ? static_cast<const C*>(t.data)[c * t.stride] : absent;
 }
 
-template <class S>
-Coefficients<math::compute_t<S>> training_channel(const Plan& p, int64_t c) {
-  using C = math::compute_t<S>;
-  const rows::Walk& w = p.by_channel;
-  const S* x = static_cast<const S*>(p.x_c.data) + rows::row_offset(w, p.x_c, c);
-  auto load = [&](int64_t m) {
-    return math::StorageTraits<S>::to_compute(x[rows::col_offset(w, p.x_c, m)]);
-  };
-  const int64_t n = p.count;
-  const C count = static_cast<C>(n);
-  Coefficients<C> k;
-  k.shift = rows::blocked_sum<C>(n, load) / count;
-  const C sum_d = rows::blocked_sum<C>(n, [&](int64_t m) { return load(m) - k.shift; });
-  const C sum_d2 = rows::blocked_sum<C>(n, [&](int64_t m) {
-    const C d = load(m) - k.shift;
-    return d * d;
-  });
+// Channel c's coefficients from its shifted sums, and its running statistics updated.
+template <class C>
+void finish_channel(const Plan& p, int64_t c, C shift, C sum_d, C sum_d2, Coefficients<C>* k) {
+  const C count = static_cast<C>(p.count);
   const auto s = math::stats::layer_norm_stats<C>(sum_d, sum_d2, count, static_cast<C>(p.eps));
-  k.center = s.center;
-  k.scale = s.rstd * channel_value<C>(p.weight, c, C(1));
-  k.bias = channel_value<C>(p.bias, c, C(0));
+  k->shift[c] = shift;
+  k->center[c] = s.center;
+  k->scale[c] = s.rstd * channel_value<C>(p.weight, c, C(1));
+  k->bias[c] = channel_value<C>(p.bias, c, C(0));
   if (p.running_mean.data) {
-    const C mean = k.shift + s.center;
+    const C mean = shift + s.center;
     C variance = sum_d2 / count - s.center * s.center;
     if (variance < C(0)) variance = C(0);
     const C unbiased = variance * (count / (count - C(1)));
@@ -60,22 +74,139 @@ Coefficients<math::compute_t<S>> training_channel(const Plan& p, int64_t c) {
     running_mean = (C(1) - momentum) * running_mean + momentum * mean;
     running_var = (C(1) - momentum) * running_var + momentum * unbiased;
   }
-  return k;
+}
+
+template <class S>
+void channels_first_statistics(const Plan& p, ThreadPool& threads,
+                               Coefficients<math::compute_t<S>>* k) {
+  using C = math::compute_t<S>;
+  const rows::Walk& w = p.by_channel;
+  // About 32K elements per task, at least one channel.
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / p.count);
+  threads.parallel_for(p.channels, grain, [&](int64_t begin, int64_t end) {
+    std::vector<C> v(static_cast<size_t>(p.count));
+    for (int64_t c = begin; c < end; ++c) {
+      cpu::gather<S>(w, p.x_c, rows::row_offset(w, p.x_c, c), v.data());
+      const C shift = cpu::sum(v.data(), p.count) / static_cast<C>(p.count);
+      C sum_d = 0, sum_d2 = 0;
+      cpu::shifted_sums(v.data(), p.count, shift, &sum_d, &sum_d2);
+      finish_channel<C>(p, c, shift, sum_d, sum_d2, k);
+    }
+  });
+}
+
+// Over rows x[m, 0..C) of one block: sum[c] += x[m, c], or with a shift, sum[c] += d and
+// sum2[c] += d^2 for d = x[m, c] - shift[c].
+template <class C>
+KF_CPU_CLONES void add_row(const C* x, int64_t channels, C* sum) {
+  for (int64_t c = 0; c < channels; ++c) sum[c] += x[c];
 }
 
 template <class C>
-Coefficients<C> inference_channel(const Plan& p, int64_t c) {
-  Coefficients<C> k;
-  k.shift = channel_value<C>(p.running_mean, c, C(0));
-  const C variance = channel_value<C>(p.running_var, c, C(1));
-  k.scale = channel_value<C>(p.weight, c, C(1)) / math::stats::sqrt_of(variance + C(p.eps));
-  k.bias = channel_value<C>(p.bias, c, C(0));
-  return k;
+KF_CPU_CLONES void add_shifted_row(const C* x, const C* shift, int64_t channels, C* sum, C* sum2) {
+  for (int64_t c = 0; c < channels; ++c) {
+    const C d = x[c] - shift[c];
+    sum[c] += d;
+    sum2[c] += d * d;
+  }
 }
 
+template <class S>
+void channels_last_statistics(const Plan& p, ThreadPool& threads,
+                              Coefficients<math::compute_t<S>>* k) {
+  using C = math::compute_t<S>;
+  const int64_t channels = p.channels;
+  const int64_t blocks = (p.count + kBlockRows - 1) / kBlockRows;
+  const S* x = static_cast<const S*>(p.x_e.data);
+  // partial[b][c] (pass 1), then partial[b][c] and partial2[b][c] (pass 2).
+  std::vector<C> partial(static_cast<size_t>(blocks * channels));
+  std::vector<C> partial2(static_cast<size_t>(blocks * channels));
+  std::vector<C> shift(static_cast<size_t>(channels));
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / (kBlockRows * channels));
+  const auto pass = [&](bool shifted) {
+    threads.parallel_for(blocks, grain, [&](int64_t begin, int64_t end) {
+      std::vector<C> row(static_cast<size_t>(channels));
+      for (int64_t b = begin; b < end; ++b) {
+        C* sum = partial.data() + b * channels;
+        C* sum2 = partial2.data() + b * channels;
+        std::fill(sum, sum + channels, C(0));
+        std::fill(sum2, sum2 + channels, C(0));
+        for (int64_t m = b * kBlockRows; m < std::min(p.count, (b + 1) * kBlockRows); ++m) {
+          cpu::widen_run(x + m * channels, 1, row.data(), channels);
+          if (shifted) {
+            add_shifted_row(row.data(), shift.data(), channels, sum, sum2);
+          } else {
+            add_row(row.data(), channels, sum);
+          }
+        }
+      }
+    });
+  };
+  const auto total = [&](const std::vector<C>& part, C* out) {
+    std::fill(out, out + channels, C(0));
+    for (int64_t b = 0; b < blocks; ++b) add_row(part.data() + b * channels, channels, out);
+  };
+  pass(false);
+  total(partial, shift.data());
+  for (C& s : shift) s /= static_cast<C>(p.count);
+  pass(true);
+  std::vector<C> sum_d(static_cast<size_t>(channels)), sum_d2(static_cast<size_t>(channels));
+  total(partial, sum_d.data());
+  total(partial2, sum_d2.data());
+  for (int64_t c = 0; c < channels; ++c) finish_channel<C>(p, c, shift[c], sum_d[c], sum_d2[c], k);
+}
+
+template <class C>
+void inference_coefficients(const Plan& p, Coefficients<C>* k) {
+  for (int64_t c = 0; c < p.channels; ++c) {
+    k->shift[c] = channel_value<C>(p.running_mean, c, C(0));
+    const C variance = channel_value<C>(p.running_var, c, C(1));
+    k->scale[c] = channel_value<C>(p.weight, c, C(1)) / math::stats::sqrt_of(variance + C(p.eps));
+    k->bias[c] = channel_value<C>(p.bias, c, C(0));
+  }
+}
+
+template <class C, class Act>
+KF_CPU_CLONES void apply_constant(C* v, int64_t n, C shift, C center, C scale, C bias) {
+  for (int64_t i = 0; i < n; ++i) v[i] = Act{}((v[i] - shift - center) * scale + bias);
+}
+
+template <class C, class Act>
+KF_CPU_CLONES void apply_per_channel(C* v, int64_t n, const C* shift, const C* center,
+                                     const C* scale, const C* bias) {
+  for (int64_t i = 0; i < n; ++i) v[i] = Act{}((v[i] - shift[i] - center[i]) * scale[i] + bias[i]);
+}
+
+// Dense elements [begin, end): blocks that lie within one channel's run (channels first) or
+// within one row of channels (channels last).
 template <class S, class Act>
-void normalize(const Plan& p, const std::vector<Coefficients<math::compute_t<S>>>& coefficients,
-               int64_t begin, int64_t end) {
+void normalize_dense(const Plan& p, const Coefficients<math::compute_t<S>>& k, int64_t begin,
+                     int64_t end) {
+  using C = math::compute_t<S>;
+  const S* x = static_cast<const S*>(p.x_e.data);
+  S* out = static_cast<S*>(p.out_e.data);
+  C v[kBlock];
+  const int64_t run = p.channel_inner == 1 ? p.channels : p.channel_inner;
+  for (int64_t e = begin; e < end;) {
+    const int64_t in_run = e % run;
+    const int64_t n = std::min({kBlock, end - e, run - in_run});
+    cpu::widen_run(x + e, 1, v, n);
+    if (p.channel_inner == 1) {
+      apply_per_channel<C, Act>(v, n, &k.shift[in_run], &k.center[in_run], &k.scale[in_run],
+                                &k.bias[in_run]);
+    } else {
+      const int64_t c = (e / run) % p.channels;
+      apply_constant<C, Act>(v, n, k.shift[c], k.center[c], k.scale[c], k.bias[c]);
+    }
+    cpu::narrow_run(v, out + e, 1, n);
+    e += n;
+  }
+}
+
+// Any layout, element by element.
+template <class S, class Act>
+void normalize_strided(const Plan& p, const Coefficients<math::compute_t<S>>& k, int64_t begin,
+                       int64_t end) {
   using Traits = math::StorageTraits<S>;
   const rows::Walk& w = p.elements;
   const S* x = static_cast<const S*>(p.x_e.data);
@@ -84,35 +215,35 @@ void normalize(const Plan& p, const std::vector<Coefficients<math::compute_t<S>>
   int64_t c = (begin / p.channel_inner) % p.channels;
   int64_t left = p.channel_inner - begin % p.channel_inner;
   for (int64_t e = begin; e < end; ++e) {
-    const auto& k = coefficients[static_cast<size_t>(c)];
+    const int64_t xo = p.dense ? e : rows::col_offset(w, p.x_e, e);
+    const int64_t oo = p.dense ? e : rows::col_offset(w, p.out_e, e);
+    const auto v = Traits::to_compute(x[xo]);
+    out[oo] = Traits::from_compute(Act{}((v - k.shift[c] - k.center[c]) * k.scale[c] + k.bias[c]));
     if (--left == 0) {
       left = p.channel_inner;
       c = c + 1 == p.channels ? 0 : c + 1;
     }
-    const int64_t xo = p.dense ? e : rows::col_offset(w, p.x_e, e);
-    const int64_t oo = p.dense ? e : rows::col_offset(w, p.out_e, e);
-    const auto v = Traits::to_compute(x[xo]);
-    out[oo] = Traits::from_compute(Act{}((v - k.shift - k.center) * k.scale + k.bias));
   }
 }
 
 template <class S, class Act>
 void run(const Plan& p, ThreadPool& threads) {
   using C = math::compute_t<S>;
-  std::vector<Coefficients<C>> coefficients(static_cast<size_t>(p.channels));
-  if (p.training) {
-    // About 32K elements per task, at least one channel.
-    const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / p.count);
-    threads.parallel_for(p.channels, grain, [&](int64_t begin, int64_t end) {
-      for (int64_t c = begin; c < end; ++c)
-        coefficients[static_cast<size_t>(c)] = training_channel<S>(p, c);
-    });
+  Coefficients<C> k(p.channels);
+  if (p.training && p.dense && p.channel_inner == 1) {
+    channels_last_statistics<S>(p, threads, &k);
+  } else if (p.training) {
+    channels_first_statistics<S>(p, threads, &k);
   } else {
-    for (int64_t c = 0; c < p.channels; ++c)
-      coefficients[static_cast<size_t>(c)] = inference_channel<C>(p, c);
+    inference_coefficients<C>(p, &k);
   }
+  const bool dense_runs = p.dense && (p.channel_inner == 1 || p.channel_inner >= kMinRun);
   threads.parallel_for(p.elements.row_length, int64_t{1} << 15, [&](int64_t begin, int64_t end) {
-    normalize<S, Act>(p, coefficients, begin, end);
+    if (dense_runs) {
+      normalize_dense<S, Act>(p, k, begin, end);
+    } else {
+      normalize_strided<S, Act>(p, k, begin, end);
+    }
   });
 }
 

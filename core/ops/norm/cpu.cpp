@@ -1,7 +1,9 @@
 // CPU backend of the norm family. Rows are split over the context's thread pool; each row is
 // gathered once into a compute-type buffer (which also makes any strided layout and the exact
 // in-place forms safe), reduced twice (shifted two-pass layer norm, see core/math/row_stats.hpp)
-// and written back through the activation.
+// and written back through the activation. Everything between the gather and the write-back
+// runs over that buffer in vectorised loops (core/ops/rows/cpu_rows.hpp); weight and bias are
+// widened once per task.
 #include <algorithm>
 #include <vector>
 
@@ -9,71 +11,82 @@
 #include "core/math/row_stats.hpp"
 #include "core/ops/dispatch.hpp"
 #include "core/ops/norm/norm.hpp"
-#include "core/ops/rows/blocked_sum.hpp"
+#include "core/ops/rows/cpu_rows.hpp"
 #include "core/runtime/thread_pool.hpp"
 
 namespace kf::norm {
 namespace {
 
+// h += r, rounded to the storage type S as residual_out holds it (the CUDA backend does the same).
 template <class S>
-using T = math::compute_t<S>;
-
-template <class S>
-T<S> load(const rows::Walk& w, const rows::Operand& o, int64_t base, int64_t col) {
-  const S* p = static_cast<const S*>(o.data);
-  return math::StorageTraits<S>::to_compute(p[base + rows::col_offset(w, o, col)]);
+KF_CPU_CLONES void add_residual(math::compute_t<S>* h, const math::compute_t<S>* r, int64_t n) {
+  using Traits = math::StorageTraits<S>;
+  for (int64_t i = 0; i < n; ++i) h[i] = Traits::to_compute(Traits::from_compute(h[i] + r[i]));
 }
 
-template <class S>
-void store(const rows::Walk& w, const rows::Operand& o, int64_t base, int64_t col, T<S> v) {
-  S* p = static_cast<S*>(o.data);
-  p[base + rows::col_offset(w, o, col)] = math::StorageTraits<S>::from_compute(v);
+// h = ((h - shift) - center) * rstd, times weight and plus bias where present.
+template <class C, bool kWeight, bool kBias>
+KF_CPU_CLONES void normalize(C* h, int64_t n, C shift, C center, C rstd, const C* weight,
+                             const C* bias) {
+  for (int64_t i = 0; i < n; ++i) {
+    C y = (h[i] - shift - center) * rstd;
+    if constexpr (kWeight) y *= weight[i];
+    if constexpr (kBias) y += bias[i];
+    h[i] = y;
+  }
+}
+
+template <class C, class Act>
+KF_CPU_CLONES void activate(C* h, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) h[i] = Act{}(h[i]);
 }
 
 template <class S, class Act>
 void run_rows(const Plan& p, int64_t begin, int64_t end) {
-  using C = T<S>;
+  using C = math::compute_t<S>;
+  namespace cpu = rows::cpu;
   const rows::Walk& w = p.walk;
   const int64_t n = w.row_length;
-  const C eps = static_cast<C>(p.eps);
-  std::vector<C> h(static_cast<size_t>(n));
-  for (int64_t row = begin; row < end; ++row) {
-    const int64_t xb = rows::row_offset(w, p.x, row);
-    for (int64_t c = 0; c < n; ++c) h[c] = load<S>(w, p.x, xb, c);
-    if (p.residual.data) {
-      const int64_t rb = rows::row_offset(w, p.residual, row);
-      // Rounded to the storage type, as residual_out holds it (the CUDA backend does the same).
-      for (int64_t c = 0; c < n; ++c)
-        h[c] = math::StorageTraits<S>::to_compute(
-            math::StorageTraits<S>::from_compute(h[c] + load<S>(w, p.residual, rb, c)));
-    }
-    if (p.residual_out.data) {
-      const int64_t rb = rows::row_offset(w, p.residual_out, row);
-      for (int64_t c = 0; c < n; ++c) store<S>(w, p.residual_out, rb, c, h[c]);
-    }
-    C shift = 0, center = 0, rstd = 0;
-    if (p.kind == Kind::layer) {
-      shift = rows::blocked_sum<C>(n, [&](int64_t c) { return h[c]; }) / static_cast<C>(n);
-      const C sum_d = rows::blocked_sum<C>(n, [&](int64_t c) { return h[c] - shift; });
-      const C sum_d2 =
-          rows::blocked_sum<C>(n, [&](int64_t c) { return (h[c] - shift) * (h[c] - shift); });
-      const auto s = math::stats::layer_norm_stats<C>(sum_d, sum_d2, static_cast<C>(n), eps);
-      center = shift + s.center;
-      rstd = s.rstd;
-      if (p.mean.data) static_cast<C*>(p.mean.data)[rows::row_offset(w, p.mean, row)] = center;
-      if (p.rstd.data) static_cast<C*>(p.rstd.data)[rows::row_offset(w, p.rstd, row)] = rstd;
-      center = s.center;  // subtracted from h - shift below
+  const auto buffer = [n](bool present) { return std::vector<C>(present ? n : 0); };
+  std::vector<C> h = buffer(true), r = buffer(p.residual.data);
+  std::vector<C> weight = buffer(p.weight.data), bias = buffer(p.bias.data);
+  if (p.weight.data) cpu::gather<S>(w, p.weight, 0, weight.data());
+  if (p.bias.data) cpu::gather<S>(w, p.bias, 0, bias.data());
+  const auto finish = [&](C shift, C center, C rstd) {
+    if (p.weight.data && p.bias.data) {
+      normalize<C, true, true>(h.data(), n, shift, center, rstd, weight.data(), bias.data());
+    } else if (p.weight.data) {
+      normalize<C, true, false>(h.data(), n, shift, center, rstd, weight.data(), nullptr);
+    } else if (p.bias.data) {
+      normalize<C, false, true>(h.data(), n, shift, center, rstd, nullptr, bias.data());
     } else {
-      const C squares = rows::blocked_sum<C>(n, [&](int64_t c) { return h[c] * h[c]; });
-      rstd = math::stats::rms_rstd<C>(squares, static_cast<C>(n), eps);
+      normalize<C, false, false>(h.data(), n, shift, center, rstd, nullptr, nullptr);
     }
-    const int64_t ob = rows::row_offset(w, p.out, row);
-    for (int64_t c = 0; c < n; ++c) {
-      C y = (h[c] - shift - center) * rstd;
-      if (p.weight.data) y *= load<S>(w, p.weight, 0, c);
-      if (p.bias.data) y += load<S>(w, p.bias, 0, c);
-      store<S>(w, p.out, ob, c, Act{}(y));
+    if constexpr (Act::id != math::Activation::none) activate<C, Act>(h.data(), n);
+  };
+  const C eps = static_cast<C>(p.eps);
+  for (int64_t row = begin; row < end; ++row) {
+    cpu::gather<S>(w, p.x, rows::row_offset(w, p.x, row), h.data());
+    if (p.residual.data) {
+      cpu::gather<S>(w, p.residual, rows::row_offset(w, p.residual, row), r.data());
+      add_residual<S>(h.data(), r.data(), n);
     }
+    if (p.residual_out.data)
+      cpu::scatter<S>(w, p.residual_out, rows::row_offset(w, p.residual_out, row), h.data());
+    if (p.kind == Kind::layer) {
+      const C shift = cpu::sum(h.data(), n) / static_cast<C>(n);
+      C sum_d = 0, sum_d2 = 0;
+      cpu::shifted_sums(h.data(), n, shift, &sum_d, &sum_d2);
+      const auto s = math::stats::layer_norm_stats<C>(sum_d, sum_d2, static_cast<C>(n), eps);
+      if (p.mean.data)
+        static_cast<C*>(p.mean.data)[rows::row_offset(w, p.mean, row)] = shift + s.center;
+      if (p.rstd.data) static_cast<C*>(p.rstd.data)[rows::row_offset(w, p.rstd, row)] = s.rstd;
+      finish(shift, s.center, s.rstd);  // h - shift - s.center = h - mean
+    } else {
+      const C squares = cpu::sum_of_squares(h.data(), n);
+      finish(C(0), C(0), math::stats::rms_rstd<C>(squares, static_cast<C>(n), eps));
+    }
+    cpu::scatter<S>(w, p.out, rows::row_offset(w, p.out, row), h.data());
   }
 }
 
