@@ -38,25 +38,32 @@ KF_HOST_DEVICE float float_from_bits(unsigned int u) {
 #endif
 }
 
+// c ? a : b as a bit blend. The host conversions below select among cases they all compute;
+// written as ?:, GCC turns the selects back into branches and loops over them stay scalar.
+KF_HOST_DEVICE unsigned int select_bits(bool c, unsigned int a, unsigned int b) {
+  const unsigned int mask = 0u - static_cast<unsigned int>(c);
+  return (a & mask) | (b & ~mask);
+}
+
 KF_HOST_DEVICE float half_to_float(half_t h) {
 #if KF_DEVICE_CODE
   float f;
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits));
   return f;
 #else
+  // Branch-free (every case is computed, one is selected), so that loops over many elements
+  // vectorise. A normal half's exponent is rebiased in the bits; a subnormal's value m * 2^-24
+  // is computed from m as a float, which touches no float subnormal (a caller running with
+  // denormals-are-zero set still gets it right); inf and NaN keep the payload.
   const unsigned int sign = (static_cast<unsigned int>(h.bits) & 0x8000u) << 16;
-  const unsigned int exponent = (h.bits >> 10) & 0x1fu;
-  unsigned int mantissa = h.bits & 0x3ffu;
-  if (exponent == 0x1fu) return float_from_bits(sign | 0x7f800000u | (mantissa << 13));  // inf, NaN
-  if (exponent != 0) return float_from_bits(sign | ((exponent + 112u) << 23) | (mantissa << 13));
-  if (mantissa == 0) return float_from_bits(sign);  // signed zero
-  // Subnormal half: normalise into a float exponent.
-  unsigned int float_exponent = 113u;
-  while ((mantissa & 0x400u) == 0) {
-    mantissa <<= 1;
-    --float_exponent;
-  }
-  return float_from_bits(sign | (float_exponent << 23) | ((mantissa & 0x3ffu) << 13));
+  const unsigned int magnitude = static_cast<unsigned int>(h.bits) & 0x7fffu;
+  const unsigned int normal = (magnitude << 13) + (112u << 23);
+  const unsigned int subnormal =
+      float_bits(static_cast<float>(static_cast<int>(magnitude)) * 5.9604644775390625e-8f);
+  const unsigned int special = (magnitude << 13) | 0x7f800000u;
+  const unsigned int result = select_bits(magnitude >= 0x7c00u, special,
+                                          select_bits(magnitude < 0x400u, subnormal, normal));
+  return float_from_bits(sign | result);
 #endif
 }
 
@@ -65,31 +72,21 @@ KF_HOST_DEVICE half_t float_to_half(float f) {
 #if KF_DEVICE_CODE
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(f));
 #else
+  // Round to nearest even, branch-free (every case is computed, one is selected), so that loops
+  // over many elements vectorise.
   const unsigned int x = float_bits(f);
   const unsigned int sign = (x >> 16) & 0x8000u;
   const unsigned int magnitude = x & 0x7fffffffu;
-  unsigned int result;
-  if (magnitude > 0x7f800000u) {
-    result = 0x7e00u | ((magnitude >> 13) & 0x3ffu);  // quiet NaN, payload kept where it fits
-  } else if (magnitude >= 0x477ff000u) {
-    result = 0x7c00u;                     // >= 65520 rounds to infinity
-  } else if (magnitude >= 0x38800000u) {  // normal half
-    result = (((magnitude >> 23) - 112u) << 10) | ((magnitude >> 13) & 0x3ffu);
-    const unsigned int rest = magnitude & 0x1fffu;
-    if (rest > 0x1000u || (rest == 0x1000u && (result & 1u)))
-      ++result;  // may carry into the exponent
-  } else if (magnitude < 0x33000000u) {
-    result = 0;  // below 2^-25: rounds to zero
-  } else {       // subnormal half: value = m * 2^-24
-    const unsigned int exponent = magnitude >> 23;
-    const unsigned int significand = (magnitude & 0x7fffffu) | 0x800000u;
-    const unsigned int shift = 126u - exponent;  // 14 .. 24
-    result = significand >> shift;
-    const unsigned int rest = significand & ((1u << shift) - 1u);
-    const unsigned int halfway = 1u << (shift - 1u);
-    if (rest > halfway || (rest == halfway && (result & 1u)))
-      ++result;  // 1024 is the smallest normal
-  }
+  // Normal half: rebias the exponent and round the 13 dropped bits; a carry out of the mantissa
+  // bumps the exponent, up to infinity for [65520, 65536).
+  const unsigned int normal = (magnitude - (112u << 23) + 0xfffu + ((magnitude >> 13) & 1u)) >> 13;
+  // Subnormal half (below 2^-14): adding 0.5 (exponent 126) leaves the value's multiple of 2^-24,
+  // rounded to nearest even by the float addition itself, in the low mantissa bits.
+  const unsigned int subnormal = float_bits(float_from_bits(magnitude) + 0.5f) - 0x3f000000u;
+  unsigned int result = select_bits(magnitude < 0x38800000u, subnormal, normal);
+  result = select_bits(magnitude >= 0x47800000u, 0x7c00u, result);  // overflow (>= 65536), inf
+  // NaN: quiet, payload kept where it fits.
+  result = select_bits(magnitude > 0x7f800000u, 0x7e00u | ((magnitude >> 13) & 0x3ffu), result);
   h.bits = static_cast<unsigned short>(sign | result);
 #endif
   return h;
@@ -104,13 +101,12 @@ KF_HOST_DEVICE bfloat16_t float_to_bfloat16(float f) {
 #if KF_DEVICE_CODE && __CUDA_ARCH__ >= 800
   asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h.bits) : "f"(f));
 #else
-  unsigned int x = float_bits(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u) {
-    h.bits = static_cast<unsigned short>((x >> 16) | 0x40u);  // quiet NaN
-    return h;
-  }
-  x += 0x7fffu + ((x >> 16) & 1u);
-  h.bits = static_cast<unsigned short>(x >> 16);
+  // Round to nearest even; NaN quiet. Branch-free, so that loops over many elements vectorise.
+  const unsigned int x = float_bits(f);
+  const unsigned int rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+  const unsigned int quiet_nan = (x >> 16) | 0x40u;
+  h.bits =
+      static_cast<unsigned short>(select_bits((x & 0x7fffffffu) > 0x7f800000u, quiet_nan, rounded));
 #endif
   return h;
 }
