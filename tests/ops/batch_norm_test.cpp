@@ -219,6 +219,21 @@ TEST_P(BatchNormTest, Training) {
   big.layout = KF_LAYOUT_NHWC;
   big.shape = {8, 33, 31, 48};
   check(big, salt += 11);
+  // More elements a channel (1057806) than the CPU backend holds at a time (2^20): its statistics
+  // gather the channel in two pieces per pass, the second starting inside the second image.
+  Case longer;
+  longer.shape = {2, 2, 1031, 513};
+  longer.training = true;
+  check(longer, salt += 11);
+  // Channels last with 7 channels over 45633 elements: the CPU backend's second task of 32768
+  // elements starts inside a row of channels, in training and inference.
+  for (int training : {1, 0}) {
+    Case few;
+    few.shape = {3, 41, 53, 7};
+    few.layout = KF_LAYOUT_NHWC;
+    few.training = training != 0;
+    check(few, salt += 11);
+  }
 }
 
 // Dense tensors whose channel runs fill whole 16-byte vectors (the CUDA backend's vector

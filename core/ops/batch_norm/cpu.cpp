@@ -5,14 +5,14 @@
 // (every element is read before it is written, statistics are final by then).
 //
 // The statistics take one of two walks. Channels-first data (NCHW and any strided view) gathers
-// each channel into a buffer (core/ops/rows/cpu_rows.hpp) and sums it there, channels spread over
-// the threads. Dense channels-last data (NHWC) would read every cache line once per channel that
-// way, so it is summed as a [count, C] matrix instead: fixed blocks of kBlockRows positions, each
-// summed across its rows with the channels as the vector lanes, the blocks' partial sums then
-// added in block order (the same result for any thread count). The dense normalisation widens
-// blocks of elements into float, applies the coefficients in vectorised loops (one channel's
-// constants over a channels-first run, per-channel arrays over a channels-last row) and narrows
-// them back.
+// each channel into a buffer (core/ops/rows/cpu_rows.hpp; up to kHeldCount elements at a time)
+// and sums it there, channels spread over the threads. Dense channels-last data (NHWC) would read
+// every cache line once per channel that way, so it is summed as a [count, C] matrix instead: fixed
+// blocks of kBlockRows positions, each summed across its rows with the channels as the vector
+// lanes, the blocks' partial sums then added in block order (the same result for any thread count).
+// The dense normalisation widens blocks of elements into float, applies the coefficients in
+// vectorised loops (one channel's constants over a channels-first run, per-channel arrays over a
+// channels-last row) and narrows them back.
 #include <algorithm>
 #include <vector>
 
@@ -32,6 +32,11 @@ namespace cpu = rows::cpu;
 constexpr int64_t kBlockRows = cpu::kSumBlock;
 // Elements normalised per block of the dense pass: two float blocks stay in L1.
 constexpr int64_t kBlock = 1024;
+// Elements of a channel a channels-first task holds at a time (4 MiB of f32): a longer channel
+// is summed piece by piece, each pass gathering it again, so that no task's buffer grows with the
+// channel (a batch of 256 images of 112 x 112 has 3.2M elements a channel, and a task per core
+// would otherwise hold one such buffer each).
+constexpr int64_t kHeldCount = int64_t{1} << 20;
 // Channels-first runs at least this long take the run-constant loop; shorter ones (a spatial
 // extent of a few elements) take the element-by-element walk.
 constexpr int64_t kMinRun = 16;
@@ -83,13 +88,32 @@ void channels_first_statistics(const Plan& p, ThreadPool& threads,
   const rows::Walk& w = p.by_channel;
   // About 32K elements per task, at least one channel.
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / p.count);
+  const int64_t held = std::min(p.count, kHeldCount);
   threads.parallel_for(p.channels, grain, [&](int64_t begin, int64_t end) {
-    std::vector<C> v(static_cast<size_t>(p.count));
+    std::vector<C> v(static_cast<size_t>(held));
     for (int64_t c = begin; c < end; ++c) {
-      cpu::gather<S>(w, p.x_c, rows::row_offset(w, p.x_c, c), v.data());
-      const C shift = cpu::sum(v.data(), p.count) / static_cast<C>(p.count);
-      C sum_d = 0, sum_d2 = 0;
-      cpu::shifted_sums(v.data(), p.count, shift, &sum_d, &sum_d2);
+      const int64_t base = rows::row_offset(w, p.x_c, c);
+      C shift = 0, sum_d = 0, sum_d2 = 0;
+      if (p.count == held) {  // gathered once, summed twice
+        cpu::gather<S>(w, p.x_c, base, v.data());
+        shift = cpu::sum(v.data(), p.count) / static_cast<C>(p.count);
+        cpu::shifted_sums(v.data(), p.count, shift, &sum_d, &sum_d2);
+      } else {  // each pass gathers the channel again, `held` elements at a time
+        for (int64_t i = 0; i < p.count; i += held) {
+          const int64_t n = std::min(held, p.count - i);
+          cpu::gather<S>(w, p.x_c, base, i, i + n, v.data());
+          shift += cpu::sum(v.data(), n);
+        }
+        shift /= static_cast<C>(p.count);
+        for (int64_t i = 0; i < p.count; i += held) {
+          const int64_t n = std::min(held, p.count - i);
+          cpu::gather<S>(w, p.x_c, base, i, i + n, v.data());
+          C d = 0, d2 = 0;
+          cpu::shifted_sums(v.data(), n, shift, &d, &d2);
+          sum_d += d;
+          sum_d2 += d2;
+        }
+      }
       finish_channel<C>(p, c, shift, sum_d, sum_d2, k);
     }
   });
@@ -186,21 +210,38 @@ void normalize_dense(const Plan& p, const Coefficients<math::compute_t<S>>& k, i
   const S* x = static_cast<const S*>(p.x_e.data);
   S* out = static_cast<S*>(p.out_e.data);
   C v[kBlock];
-  const int64_t run = p.channel_inner == 1 ? p.channels : p.channel_inner;
+  const bool last = p.channel_inner == 1;
+  // Channels last: k repeats the channels' coefficients over `span` elements (whole rows).
+  const int64_t span = last ? static_cast<int64_t>(k.shift.size()) : p.channel_inner;
   for (int64_t e = begin; e < end;) {
-    const int64_t in_run = e % run;
-    const int64_t n = std::min({kBlock, end - e, run - in_run});
+    const int64_t at = last ? e % p.channels : e % span;
+    const int64_t n = std::min({kBlock, end - e, span - at});
     cpu::widen_run(x + e, 1, v, n);
-    if (p.channel_inner == 1) {
-      apply_per_channel<C, Act>(v, n, &k.shift[in_run], &k.center[in_run], &k.scale[in_run],
-                                &k.bias[in_run]);
+    if (last) {
+      apply_per_channel<C, Act>(v, n, &k.shift[at], &k.center[at], &k.scale[at], &k.bias[at]);
     } else {
-      const int64_t c = (e / run) % p.channels;
+      const int64_t c = (e / span) % p.channels;
       apply_constant<C, Act>(v, n, k.shift[c], k.center[c], k.scale[c], k.bias[c]);
     }
     cpu::narrow_run(v, out + e, 1, n);
     e += n;
   }
+}
+
+// k's coefficients repeated over as many whole rows of channels as fit in a block (at least one
+// row): entry i is channel i % channels, so that a channels-last block of few channels still
+// covers kBlock elements.
+template <class C>
+Coefficients<C> repeated_rows(const Coefficients<C>& k, int64_t channels) {
+  const int64_t span = channels * std::max<int64_t>(1, kBlock / channels);
+  Coefficients<C> r(span);
+  for (int64_t i = 0; i < span; ++i) {
+    r.shift[i] = k.shift[i % channels];
+    r.center[i] = k.center[i % channels];
+    r.scale[i] = k.scale[i % channels];
+    r.bias[i] = k.bias[i % channels];
+  }
+  return r;
 }
 
 // Any layout, element by element.
@@ -238,9 +279,11 @@ void run(const Plan& p, ThreadPool& threads) {
     inference_coefficients<C>(p, &k);
   }
   const bool dense_runs = p.dense && (p.channel_inner == 1 || p.channel_inner >= kMinRun);
+  const Coefficients<C> rows_k =
+      dense_runs && p.channel_inner == 1 ? repeated_rows(k, p.channels) : Coefficients<C>(0);
   threads.parallel_for(p.elements.row_length, int64_t{1} << 15, [&](int64_t begin, int64_t end) {
     if (dense_runs) {
-      normalize_dense<S, Act>(p, k, begin, end);
+      normalize_dense<S, Act>(p, p.channel_inner == 1 ? rows_k : k, begin, end);
     } else {
       normalize_strided<S, Act>(p, k, begin, end);
     }

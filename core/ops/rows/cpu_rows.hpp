@@ -43,22 +43,33 @@ KF_CPU_CLONES void narrow_run(const math::compute_t<S>* src, S* dst, int64_t str
   }
 }
 
-// Calls f(offset, first, length, stride) for each run of the row's innermost dim, in row order:
-// the run holds the row's elements [first, first + length), the first of them at element
-// `offset` of the row in operand t, the next ones `stride` elements apart.
+// Calls f(offset, first, length, stride) for each run of the row's innermost dim that meets the
+// row's elements [begin, end), in row order: the run holds the row's elements [first, first +
+// length), the first of them at element `offset` of the row in operand t, the next ones `stride`
+// elements apart.
 template <class F>
-void for_each_run(const Walk& w, const Operand& t, F&& f) {
+void for_each_run(const Walk& w, const Operand& t, int64_t begin, int64_t end, F&& f) {
   const int32_t nd = w.inner_ndim;
   if (nd <= 1) {
-    f(int64_t{0}, int64_t{0}, w.row_length, nd == 0 ? int64_t{1} : t.inner[0]);
+    const int64_t stride = nd == 0 ? 1 : t.inner[0];
+    if (begin < end) f(begin * stride, begin, end - begin, stride);
     return;
   }
   const int64_t length = w.inner_shape[nd - 1];
   const int64_t stride = t.inner[nd - 1];
-  int64_t index[KF_MAX_DIMS] = {};  // an odometer over the dims [0, nd - 1)
-  int64_t offset = 0;
-  for (int64_t first = 0; first < w.row_length; first += length) {
-    f(offset, first, length, stride);
+  // An odometer over the dims [0, nd - 1), set to the run that holds `begin`.
+  int64_t index[KF_MAX_DIMS] = {};
+  int64_t offset = 0, rest = begin / length, within = begin % length;
+  for (int32_t d = nd - 2; d >= 0; --d) {
+    index[d] = rest % w.inner_shape[d];
+    rest /= w.inner_shape[d];
+    offset += index[d] * t.inner[d];
+  }
+  for (int64_t first = begin; first < end;) {
+    const int64_t n = std::min(length - within, end - first);
+    f(offset + within * stride, first, n, stride);
+    first += n;
+    within = 0;
     for (int32_t d = nd - 2; d >= 0; --d) {
       offset += t.inner[d];
       if (++index[d] < w.inner_shape[d]) break;
@@ -68,22 +79,32 @@ void for_each_run(const Walk& w, const Operand& t, F&& f) {
   }
 }
 
-// dst[0, row_length) = the row of t whose first element is element `base` of t, widened.
+// dst[0, end - begin) = elements [begin, end) of the row of t whose first element is element
+// `base` of t, widened.
+template <class S>
+void gather(const Walk& w, const Operand& t, int64_t base, int64_t begin, int64_t end,
+            math::compute_t<S>* dst) {
+  const S* src = static_cast<const S*>(t.data) + base;
+  for_each_run(w, t, begin, end,
+               [&](int64_t offset, int64_t first, int64_t length, int64_t stride) {
+                 widen_run(src + offset, stride, dst + (first - begin), length);
+               });
+}
+
+// dst[0, row_length) = the whole row.
 template <class S>
 void gather(const Walk& w, const Operand& t, int64_t base, math::compute_t<S>* dst) {
-  const S* src = static_cast<const S*>(t.data) + base;
-  for_each_run(w, t, [&](int64_t offset, int64_t first, int64_t length, int64_t stride) {
-    widen_run(src + offset, stride, dst + first, length);
-  });
+  gather<S>(w, t, base, 0, w.row_length, dst);
 }
 
 // The row of t at element `base` = src[0, row_length), rounded to the storage type.
 template <class S>
 void scatter(const Walk& w, const Operand& t, int64_t base, const math::compute_t<S>* src) {
   S* dst = static_cast<S*>(t.data) + base;
-  for_each_run(w, t, [&](int64_t offset, int64_t first, int64_t length, int64_t stride) {
-    narrow_run(src + first, dst + offset, stride, length);
-  });
+  for_each_run(w, t, 0, w.row_length,
+               [&](int64_t offset, int64_t first, int64_t length, int64_t stride) {
+                 narrow_run(src + first, dst + offset, stride, length);
+               });
 }
 
 // Sum of f(i) over [0, n), in blocks of kSumBlock over kLanes partial sums.
