@@ -11,8 +11,8 @@
 // blocks of kBlockRows positions, each summed across its rows with the channels as the vector
 // lanes, the blocks' partial sums then added in block order (the same result for any thread count).
 // The dense normalisation widens blocks of elements into float, applies the coefficients in
-// vectorised loops (one channel's constants over a channels-first run, per-channel arrays over a
-// channels-last row) and narrows them back.
+// vectorised loops (one channel's constants over a channels-first run, per-channel arrays
+// repeated over whole channels-last rows) and narrows them back.
 #include <algorithm>
 #include <vector>
 
@@ -30,7 +30,7 @@ namespace cpu = rows::cpu;
 
 // Positions per block of the channels-last sums (as kSumBlock for a row's sum).
 constexpr int64_t kBlockRows = cpu::kSumBlock;
-// Elements normalised per block of the dense pass: two float blocks stay in L1.
+// Elements normalised per block of the dense pass (4 KiB of f32, in L1).
 constexpr int64_t kBlock = 1024;
 // Elements of a channel a channels-first task holds at a time (4 MiB of f32): a longer channel
 // is summed piece by piece, each pass gathering it again, so that no task's buffer grows with the
