@@ -1,8 +1,8 @@
 // core/math/numeric.hpp: the host conversions between float and f16 / bf16 (round to nearest
 // even, subnormals kept, overflow to infinity, NaN quiet with its payload kept where it fits)
 // against references written the plain way, one value at a time with double arithmetic. The
-// library's forms are branch-free so that loops over them vectorise; each is also run here inside
-// such a loop (built as the CPU backend builds its loops), whose vector code must agree.
+// library's forms are branch-free so that loops over them vectorise; each is also run here through
+// the CPU backend's own loops (kf::widen_run, kf::narrow_run), whose vector code must agree.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/math/numeric.hpp"
-#include "core/runtime/cpu_clones.hpp"
+#include "core/ops/cpu_runs.hpp"
 
 namespace {
 
@@ -85,21 +85,26 @@ std::vector<float> sample_floats() {
   return out;
 }
 
-KF_CPU_CLONES void widen_half(const half_t* in, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = kf::math::half_to_float(in[i]);
-}
-KF_CPU_CLONES void narrow_half(const float* in, half_t* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = kf::math::float_to_half(in[i]);
-}
-KF_CPU_CLONES void narrow_bfloat16(const float* in, bfloat16_t* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = kf::math::float_to_bfloat16(in[i]);
+// Narrowing every sampled float, one value at a time and in the CPU backend's loop
+// (kf::narrow_run), against the reference.
+template <class S>
+void expect_narrowing(uint16_t (*reference)(float)) {
+  const std::vector<float> floats = sample_floats();
+  std::vector<S> looped(floats.size());
+  kf::narrow_run<S>(floats.data(), looped.data(), 1, static_cast<int64_t>(floats.size()));
+  for (size_t i = 0; i < floats.size(); ++i) {
+    const uint16_t want = reference(floats[i]);
+    ASSERT_EQ(kf::math::StorageTraits<S>::from_compute(floats[i]).bits, want)
+        << std::hex << bits_of(floats[i]);
+    ASSERT_EQ(looped[i].bits, want) << "in a loop, " << std::hex << bits_of(floats[i]);
+  }
 }
 
 TEST(HostConversions, EveryHalfToFloat) {
   std::vector<half_t> halves(65536);
   for (uint32_t h = 0; h < 65536; ++h) halves[h].bits = static_cast<unsigned short>(h);
   std::vector<float> looped(65536);
-  widen_half(halves.data(), looped.data(), 65536);
+  kf::widen_run<half_t>(halves.data(), 1, looped.data(), 65536);
   for (uint32_t h = 0; h < 65536; ++h) {
     const uint32_t want = bits_of(reference_half_to_float(static_cast<uint16_t>(h)));
     ASSERT_EQ(bits_of(kf::math::half_to_float(halves[h])), want) << std::hex << h;
@@ -108,25 +113,11 @@ TEST(HostConversions, EveryHalfToFloat) {
 }
 
 TEST(HostConversions, FloatToHalfRoundsToNearestEven) {
-  const std::vector<float> floats = sample_floats();
-  std::vector<half_t> looped(floats.size());
-  narrow_half(floats.data(), looped.data(), static_cast<int64_t>(floats.size()));
-  for (size_t i = 0; i < floats.size(); ++i) {
-    const uint16_t want = reference_float_to_half(floats[i]);
-    ASSERT_EQ(kf::math::float_to_half(floats[i]).bits, want) << std::hex << bits_of(floats[i]);
-    ASSERT_EQ(looped[i].bits, want) << "in a loop, " << std::hex << bits_of(floats[i]);
-  }
+  expect_narrowing<half_t>(reference_float_to_half);
 }
 
 TEST(HostConversions, FloatToBfloat16RoundsToNearestEven) {
-  const std::vector<float> floats = sample_floats();
-  std::vector<bfloat16_t> looped(floats.size());
-  narrow_bfloat16(floats.data(), looped.data(), static_cast<int64_t>(floats.size()));
-  for (size_t i = 0; i < floats.size(); ++i) {
-    const uint16_t want = reference_float_to_bfloat16(floats[i]);
-    ASSERT_EQ(kf::math::float_to_bfloat16(floats[i]).bits, want) << std::hex << bits_of(floats[i]);
-    ASSERT_EQ(looped[i].bits, want) << "in a loop, " << std::hex << bits_of(floats[i]);
-  }
+  expect_narrowing<bfloat16_t>(reference_float_to_bfloat16);
 }
 
 }  // namespace

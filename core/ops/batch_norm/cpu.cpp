@@ -156,7 +156,7 @@ void channels_last_statistics(const Plan& p, ThreadPool& threads,
         std::fill(sum, sum + channels, C(0));
         std::fill(sum2, sum2 + channels, C(0));
         for (int64_t m = b * kBlockRows; m < std::min(p.count, (b + 1) * kBlockRows); ++m) {
-          cpu::widen_run(x + m * channels, 1, row.data(), channels);
+          widen_run(x + m * channels, 1, row.data(), channels);
           if (shifted) {
             add_shifted_row(row.data(), shift.data(), channels, sum, sum2);
           } else {
@@ -216,14 +216,14 @@ void normalize_dense(const Plan& p, const Coefficients<math::compute_t<S>>& k, i
   for (int64_t e = begin; e < end;) {
     const int64_t at = last ? e % p.channels : e % span;
     const int64_t n = std::min({kBlock, end - e, span - at});
-    cpu::widen_run(x + e, 1, v, n);
+    widen_run(x + e, 1, v, n);
     if (last) {
       apply_per_channel<C, Act>(v, n, &k.shift[at], &k.center[at], &k.scale[at], &k.bias[at]);
     } else {
       const int64_t c = (e / span) % p.channels;
       apply_constant<C, Act>(v, n, k.shift[c], k.center[c], k.scale[c], k.bias[c]);
     }
-    cpu::narrow_run(v, out + e, 1, n);
+    narrow_run(v, out + e, 1, n);
     e += n;
   }
 }

@@ -11,9 +11,9 @@
 #include <type_traits>
 
 #include "core/math/elementary.hpp"
+#include "core/ops/cpu_runs.hpp"
 #include "core/ops/dispatch.hpp"
 #include "core/ops/dropout/dropout.hpp"
-#include "core/ops/rows/cpu_rows.hpp"
 #include "core/runtime/thread_pool.hpp"
 
 namespace kf::dropout {
@@ -94,9 +94,9 @@ void run_contiguous(const Plan& p, const math::PhiloxKeys& keys, int64_t begin, 
       draw_blocks(keys, p.offset, static_cast<uint64_t>(i / 8), (lead + n + 7) / 8, words);
       spread_halves(words, (lead + n + 1) / 2, uniforms);
     }
-    rows::cpu::widen_run(x + i, 1, v, n);
+    widen_run(x + i, 1, v, n);
     drop(v, uniforms + lead, p.keep_threshold, half_scale, p.mask ? p.mask + i : nullptr, n);
-    rows::cpu::narrow_run(v, out + i, 1, n);
+    narrow_run(v, out + i, 1, n);
     i += n;
   }
 }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "core/ops/cpu_runs.hpp"
 #include "core/ops/elementwise/elementwise.hpp"
 #include "core/runtime/cpu_clones.hpp"
 #include "core/runtime/thread_pool.hpp"
@@ -34,16 +35,6 @@ KF_CPU_CLONES void scalar_loop(const T* a, T y, T* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = FusedOp<T, Op, Act>::compute(a[i], y);
 }
 
-template <class S>
-KF_CPU_CLONES void widen(const S* src, float* dst, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = math::StorageTraits<S>::to_compute(src[i]);
-}
-
-template <class S>
-KF_CPU_CLONES void narrow(const float* src, S* dst, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = math::StorageTraits<S>::from_compute(src[i]);
-}
-
 template <class S, class Op, class Act>
 void contiguous_range(const S* a, const S* b, S* out, int64_t n) {
   if constexpr (kComputedInPlace<S>) {
@@ -52,10 +43,10 @@ void contiguous_range(const S* a, const S* b, S* out, int64_t n) {
     float x[kBlock], y[kBlock];
     for (int64_t i = 0; i < n; i += kBlock) {
       const int64_t m = std::min(kBlock, n - i);
-      widen(a + i, x, m);
-      widen(b + i, y, m);
+      widen_run(a + i, 1, x, m);
+      widen_run(b + i, 1, y, m);
       dense_loop<float, Op, Act>(x, y, x, m);
-      narrow(x, out + i, m);
+      narrow_run(x, out + i, 1, m);
     }
   }
 }
@@ -68,9 +59,9 @@ void scalar_range(const S* a, math::compute_t<S> y, S* out, int64_t n) {
     float x[kBlock];
     for (int64_t i = 0; i < n; i += kBlock) {
       const int64_t m = std::min(kBlock, n - i);
-      widen(a + i, x, m);
+      widen_run(a + i, 1, x, m);
       scalar_loop<float, Op, Act>(x, y, x, m);
-      narrow(x, out + i, m);
+      narrow_run(x, out + i, 1, m);
     }
   }
 }

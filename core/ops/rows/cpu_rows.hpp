@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "core/math/numeric.hpp"
+#include "core/ops/cpu_runs.hpp"
 #include "core/ops/rows/rows.hpp"
 #include "core/runtime/cpu_clones.hpp"
 
@@ -22,26 +23,6 @@ namespace kf::rows::cpu {
 // elements stay within 1e-6), and the partial sums are what the vector units add in parallel.
 constexpr int64_t kSumBlock = 256;
 constexpr int kLanes = 16;
-
-template <class S>
-KF_CPU_CLONES void widen_run(const S* src, int64_t stride, math::compute_t<S>* dst, int64_t n) {
-  using Traits = math::StorageTraits<S>;
-  if (stride == 1) {
-    for (int64_t i = 0; i < n; ++i) dst[i] = Traits::to_compute(src[i]);
-  } else {
-    for (int64_t i = 0; i < n; ++i) dst[i] = Traits::to_compute(src[i * stride]);
-  }
-}
-
-template <class S>
-KF_CPU_CLONES void narrow_run(const math::compute_t<S>* src, S* dst, int64_t stride, int64_t n) {
-  using Traits = math::StorageTraits<S>;
-  if (stride == 1) {
-    for (int64_t i = 0; i < n; ++i) dst[i] = Traits::from_compute(src[i]);
-  } else {
-    for (int64_t i = 0; i < n; ++i) dst[i * stride] = Traits::from_compute(src[i]);
-  }
-}
 
 // Calls f(offset, first, length, stride) for each run of the row's innermost dim that meets the
 // row's elements [begin, end), in row order: the run holds the row's elements [first, first +
