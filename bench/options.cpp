@@ -47,7 +47,9 @@ in the same run. Uses the first CUDA device when there is one, else the CPU back
   --lengths LIST    ops suite: the row lengths of the norm and softmax cases (default
                     64,1024,4096,16384,262144), each sized as those are; when given, the
                     fixed-shape row cases (log-softmax, the residual and causal forms, the
-                    seeds) are left out
+                    seeds) are left out. "sweep" names 29 lengths from 64 to 262144: powers of
+                    two, lengths just past a policy's capacity (8200, 10000, 20000) and
+                    vocabulary rows (30522, 32000, 50257)
   --json FILE       also write every result as JSON (op cases under "op_rows", fusion rows
                     under "fusion_rows"; "rows_left_out_by" names the options that left a
                     suite's default rows out, null when none did)
@@ -193,7 +195,9 @@ int parse_options(int argc, char** argv, Options* options) {
     } else if (arg == "--lengths") {
       options->lengths.clear();
       bool ok = value(&text);
-      if (ok) {
+      if (ok && text == "sweep") {
+        options->lengths.assign(std::begin(kSweepLengths), std::end(kSweepLengths));
+      } else if (ok) {
         for (const std::string& item : split_list(text)) {
           double length = 0;
           // (A bound first: converting a double past int64_t's range is undefined.)
@@ -206,7 +210,8 @@ int parse_options(int argc, char** argv, Options* options) {
         }
       }
       if (!ok || options->lengths.empty())
-        return usage_error("--lengths takes positive whole row lengths, e.g. 4096,262144");
+        return usage_error(
+            "--lengths takes positive whole row lengths, e.g. 4096,262144, or \"sweep\"");
     } else if (arg == "--json") {
       if (!value(&text)) return usage_error("--json needs a file name");
       options->json_path = text;

@@ -9,6 +9,14 @@
 
 namespace kf_bench {
 
+// `--lengths sweep`: 29 row lengths across the "every row length from 64 to 262144", the
+// default five among them: powers of two, lengths just past a policy's capacity (8200, 10000,
+// 20000), odd lengths, and vocabulary rows (30522 and 50257 fill no 16-byte vectors, 32000 does).
+inline constexpr int64_t kSweepLengths[] = {
+    64,    100,   256,   500,   1000,  1024,  2000,   2048,   3000,  4096,
+    5000,  5120,  6144,  7000,  8192,  8200,  10000,  12288,  14336, 16384,
+    20000, 30522, 32000, 32768, 50257, 65536, 100000, 131072, 262144};
+
 struct Options {
   bool force_cpu = false;     // --cpu
   bool require_cuda = false;  // --cuda
