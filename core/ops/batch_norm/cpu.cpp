@@ -169,10 +169,10 @@ void channels_last_statistics(const Plan& p, ThreadPool& threads,
   // partial[b][c] (pass 1), then partial[b][c] and partial2[b][c] (pass 2).
   std::vector<C> partial(static_cast<size_t>(blocks * channels));
   std::vector<C> partial2(static_cast<size_t>(blocks * channels));
-  // Few channels (a row shorter than kGroupWidth): a block is widened whole and summed as groups
-  // of `rows_a_group` rows, `width` accumulators wide, which are folded into the channels' sums at
-  // the block's end. Adding one short row at a time cost two calls and a partial vector per row
-  // (C = 3: 1.8 GB/s against 18 for inference). Wider rows are summed one at a time.
+  // Few channels (a row shorter than kGroupWidth): a block is summed as groups of `rows_a_group`
+  // rows, `width` accumulators wide, which are folded into the channels' sums at the block's end.
+  // Adding one short row at a time cost a widening copy and one or two calls per row (C = 3, f32:
+  // 1.6-3.2 GB/s against 7-10 this way, docs/performance.md). Wider rows are summed one at a time.
   const int64_t rows_a_group = std::max<int64_t>(1, kGroupWidth / channels);
   const int64_t width = rows_a_group * channels;
   const bool grouped = rows_a_group > 1;
