@@ -124,33 +124,18 @@ void channels_first_statistics(const Plan& p, ThreadPool& threads,
   });
 }
 
-// Over rows x[m, 0..C) of one block: sum[c] += x[m, c], or with a shift, sum[c] += d and
-// sum2[c] += d^2 for d = x[m, c] - shift[c].
+// Over `n` elements of x, whole rows of `width`: acc[j] += x[g * width + j], or with a shift,
+// acc[j] += d and acc2[j] += d^2 for d = x[g * width + j] - shift[j]. A row of channels is
+// width = C; a group of whole rows of few channels is a multiple of C.
 template <class C>
-KF_CPU_CLONES void add_row(const C* x, int64_t channels, C* sum) {
-  for (int64_t c = 0; c < channels; ++c) sum[c] += x[c];
-}
-
-template <class C>
-KF_CPU_CLONES void add_shifted_row(const C* x, const C* shift, int64_t channels, C* sum, C* sum2) {
-  for (int64_t c = 0; c < channels; ++c) {
-    const C d = x[c] - shift[c];
-    sum[c] += d;
-    sum2[c] += d * d;
-  }
-}
-
-// Over `n` elements of x (whole groups of `width`): acc[j] += x[g * width + j], or with a shift,
-// acc[j] += d and acc2[j] += d^2 for d = x[g * width + j] - shift[j].
-template <class C>
-KF_CPU_CLONES void add_groups(const C* x, int64_t n, int64_t width, C* acc) {
+KF_CPU_CLONES void add_rows(const C* x, int64_t n, int64_t width, C* acc) {
   for (int64_t g = 0; g < n; g += width)
     for (int64_t j = 0; j < width; ++j) acc[j] += x[g + j];
 }
 
 template <class C>
-KF_CPU_CLONES void add_shifted_groups(const C* x, int64_t n, int64_t width, const C* shift, C* acc,
-                                      C* acc2) {
+KF_CPU_CLONES void add_shifted_rows(const C* x, int64_t n, int64_t width, const C* shift, C* acc,
+                                    C* acc2) {
   for (int64_t g = 0; g < n; g += width)
     for (int64_t j = 0; j < width; ++j) {
       const C d = x[g + j] - shift[j];
@@ -172,14 +157,15 @@ void channels_last_statistics(const Plan& p, ThreadPool& threads,
   // Few channels (a row shorter than kGroupWidth): a block is summed as groups of `rows_a_group`
   // rows, `width` accumulators wide, which are folded into the channels' sums at the block's end.
   // Adding one short row at a time cost a widening copy and one or two calls per row (C = 3, f32:
-  // 1.6-3.2 GB/s against 7-10 this way, docs/performance.md). Wider rows are summed one at a time.
+  // 1.6-3.2 GB/s against 7-10 this way, docs/performance.md). Wider rows are a group each.
   const int64_t rows_a_group = std::max<int64_t>(1, kGroupWidth / channels);
   const int64_t width = rows_a_group * channels;
   const bool grouped = rows_a_group > 1;
   std::vector<C> shift(static_cast<size_t>(width));  // channel j % channels at j
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / (kBlockRows * channels));
-  // Rows are read in place where x is already in the compute type, else widened into `row`
-  // (a whole block when grouped).
+  // Rows are read in place where x is already in the compute type, else widened into `row`: a
+  // whole block when grouped, one row at a time otherwise (a block of wide rows would need a
+  // buffer of kBlockRows rows).
   constexpr bool kInPlace = std::is_same_v<S, C>;
   const auto pass = [&](bool shifted) {
     threads.parallel_for(blocks, grain, [&](int64_t begin, int64_t end) {
@@ -187,11 +173,12 @@ void channels_last_statistics(const Plan& p, ThreadPool& threads,
                                              : grouped ? kBlockRows * channels
                                                        : channels));
       std::vector<C> acc(static_cast<size_t>(grouped ? 2 * width : 0));
-      const auto add = [&](const C* r, C* sum, C* sum2) {
+      // Rows of `w` elements (the shift repeats every channels elements of w) into s (and s2).
+      const auto add = [&](const C* v, int64_t n, int64_t w, C* s, C* s2) {
         if (shifted) {
-          add_shifted_row(r, shift.data(), channels, sum, sum2);
+          add_shifted_rows(v, n, w, shift.data(), s, s2);
         } else {
-          add_row(r, channels, sum);
+          add_rows(v, n, w, s);
         }
       };
       for (int64_t b = begin; b < end; ++b) {
@@ -199,46 +186,40 @@ void channels_last_statistics(const Plan& p, ThreadPool& threads,
         C* sum2 = partial2.data() + b * channels;
         std::fill(sum, sum + channels, C(0));
         std::fill(sum2, sum2 + channels, C(0));
-        const int64_t first = b * kBlockRows, last = std::min(p.count, first + kBlockRows);
-        if (!grouped) {
-          for (int64_t m = first; m < last; ++m) {
-            const C* r = nullptr;
-            if constexpr (kInPlace) {
-              r = x + m * channels;
-            } else {
-              widen_run(x + m * channels, 1, row.data(), channels);
-              r = row.data();
-            }
-            add(r, sum, sum2);
+        const int64_t first = b * kBlockRows, rows = std::min(p.count, first + kBlockRows) - first;
+        const S* src = x + first * channels;
+        if (!kInPlace && !grouped) {
+          for (int64_t m = 0; m < rows; ++m) {
+            widen_run(src + m * channels, 1, row.data(), channels);
+            add(row.data(), channels, channels, sum, sum2);
           }
           continue;
         }
         const C* block = nullptr;
         if constexpr (kInPlace) {
-          block = x + first * channels;
+          block = src;
         } else {
-          widen_run(x + first * channels, 1, row.data(), (last - first) * channels);
+          widen_run(src, 1, row.data(), rows * channels);
           block = row.data();
         }
-        const int64_t whole = (last - first) / rows_a_group * rows_a_group;
-        std::fill(acc.begin(), acc.end(), C(0));
-        if (shifted) {
-          add_shifted_groups(block, whole * channels, width, shift.data(), acc.data(),
-                             acc.data() + width);
+        // Whole groups into the accumulators (grouped) or straight into the sums (a group is one
+        // row), then the groups folded into the sums and the rows past the last whole group.
+        const int64_t whole = rows / rows_a_group * rows_a_group;
+        if (grouped) {
+          std::fill(acc.begin(), acc.end(), C(0));
+          add(block, whole * channels, width, acc.data(), acc.data() + width);
+          add_rows(acc.data(), width, channels, sum);
+          if (shifted) add_rows(acc.data() + width, width, channels, sum2);
         } else {
-          add_groups(block, whole * channels, width, acc.data());
+          add(block, whole * channels, width, sum, sum2);
         }
-        for (int64_t g = 0; g < rows_a_group; ++g) {
-          add_row(acc.data() + g * channels, channels, sum);
-          if (shifted) add_row(acc.data() + width + g * channels, channels, sum2);
-        }
-        for (int64_t m = whole; m < last - first; ++m) add(block + m * channels, sum, sum2);
+        add(block + whole * channels, (rows - whole) * channels, channels, sum, sum2);
       }
     });
   };
   const auto total = [&](const std::vector<C>& part, C* out) {
     std::fill(out, out + channels, C(0));
-    for (int64_t b = 0; b < blocks; ++b) add_row(part.data() + b * channels, channels, out);
+    add_rows(part.data(), blocks * channels, channels, out);  // in block order
   };
   pass(false);
   total(partial, shift.data());
