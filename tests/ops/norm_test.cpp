@@ -491,6 +491,93 @@ TEST_P(NormTest, RowsOfNarrowVectors) {
   }
 }
 
+// Rows longer than 16384 whose row operands start equally far from a 16-byte boundary, row by
+// row, but do not all start on one (on CUDA, staged from each row's first 16-byte boundary, the
+// head columns before it and the partial vector at the row's end taken apart, the weight and
+// bias read at the row's columns): dense vocabulary rows, more of them than a GPU holds clusters
+// at once, with and without a residual and an affine, and at a mean of 1e4 (the clustered layer
+// norm's blocks merge their sums about their own means, the first block's with the head
+// columns); then views at offsets 1 and 3 of a wider pitch, with a residual and its output and
+// the layer norm's statistics, where nothing between the rows may be written.
+TEST_P(NormTest, LongRowsOffTheirVectors) {
+  const bool cuda = kf_test::device_under_test() == KF_DEVICE_CUDA;
+  uint64_t salt = 2700;
+  for (int64_t length : {16390, 30522, 50257}) {
+    check_layer_norm(5, length, true, KF_ACTIVATION_GELU, salt += 3);
+    check_layer_norm(3, length, false, KF_ACTIVATION_NONE, salt += 3);
+    check_rms_norm(5, length, true, true, KF_ACTIVATION_SILU, salt += 3);
+    check_rms_norm(5, length, false, true, KF_ACTIVATION_NONE, salt += 3);
+    check_rms_norm(3, length, false, false, KF_ACTIVATION_RELU, salt += 3);
+  }
+  // More rows than the GPU holds blocks (16-bit rows of 30522: one an SM) or clusters at once.
+  check_layer_norm(cuda ? 240 : 3, 50257, true, KF_ACTIVATION_GELU, salt += 3);
+  check_rms_norm(cuda ? 240 : 3, 30522, true, true, KF_ACTIVATION_SILU, salt += 3);
+  check_layer_norm(8, 50257, false, KF_ACTIVATION_NONE, salt += 3, 1e4, 1.0);
+  check_layer_norm(8, 30522, true, KF_ACTIVATION_NONE, salt += 3, 1e4, 1.0);
+  for (int64_t offset : {1, 3}) {
+    for (int64_t length : {20001, 50257}) {
+      const int64_t rows = cuda ? 40 : 4, pitch = length + 5;
+      const uint64_t s = seed(salt += 3);
+      const std::string what =
+          label("rows of " + std::to_string(length) + " at offset " + std::to_string(offset), s);
+      SCOPED_TRACE(what);
+      const Shape shape{rows, length}, strides{pitch, 1};
+      Tensor x_base = tensor({rows, pitch}, dtype()), r_base = tensor({rows, pitch}, dtype());
+      Tensor out_base = tensor({rows, pitch}, dtype()), h_base = tensor({rows, pitch}, dtype());
+      Tensor x = make_view(x_base, dtype(), shape, strides, offset);
+      Tensor r = make_view(r_base, dtype(), shape, strides, offset);
+      Tensor out = make_view(out_base, dtype(), shape, strides, offset);
+      Tensor h_out = make_view(h_base, dtype(), shape, strides, offset);
+      Tensor w = tensor({length}, dtype()), b = tensor({length}, dtype());
+      Tensor mean = tensor({rows}, stats_dtype(dtype())),
+             rstd = tensor({rows}, stats_dtype(dtype()));
+      const auto offsets = view_offsets(shape, strides, offset);
+      const size_t span = static_cast<size_t>(rows * pitch);
+      const auto xv = gather(fill(x_base, dtype(), span, s), offsets);
+      const auto rv = gather(fill(r_base, dtype(), span, s + 1), offsets);
+      const auto wv = fill(w, dtype(), static_cast<size_t>(length), s + 2);
+      const auto bv = fill(b, dtype(), static_cast<size_t>(length), s + 3);
+      std::vector<bool> inside(span, false);
+      for (int64_t o : offsets) inside[static_cast<size_t>(o)] = true;
+      const auto expect_untouched = [&](const std::vector<double>& whole, const char* name) {
+        size_t written = 0;
+        for (size_t i = 0; i < whole.size(); ++i) written += !inside[i] && !std::isnan(whole[i]);
+        EXPECT_EQ(written, 0u) << what << ": elements outside " << name << " written";
+      };
+
+      kf_test::poison(out_base);
+      kf_test::poison(mean);
+      kf_test::poison(rstd);
+      KF_ASSERT_OK(kf_fused_layer_norm_activation(ctx(), x, w, b, out, mean, rstd, 1, 1e-5,
+                                                  KF_ACTIVATION_NONE, nullptr));
+      const auto want = layer_norm_ref(xv, length, wv, bv, 1e-5, KF_ACTIVATION_NONE);
+      const auto whole = kf_test::download(out_base);
+      kf_test::expect_close(gather(whole, offsets), want.out, tolerance(dtype()),
+                            what + " layer norm");
+      expect_untouched(whole, "the layer norm's out");
+      const double stat_tol = tolerance(stats_dtype(dtype()));
+      kf_test::expect_close(kf_test::download(mean), want.mean, stat_tol, what + " mean");
+      kf_test::expect_close(kf_test::download(rstd), want.rstd, stat_tol, what + " rstd");
+
+      kf_test::poison(out_base);
+      kf_test::poison(h_base);
+      KF_ASSERT_OK(kf_fused_rms_norm_activation(ctx(), x, r, w, out, h_out, 1e-6,
+                                                KF_ACTIVATION_NONE, nullptr));
+      std::vector<double> h = xv;
+      for (size_t i = 0; i < h.size(); ++i) h[i] += rv[i];
+      h = kf_test::round_to_dtype(h, dtype());
+      const auto whole_out = kf_test::download(out_base), whole_h = kf_test::download(h_base);
+      kf_test::expect_close(gather(whole_out, offsets),
+                            rms_norm_ref(h, length, wv, 1e-6, KF_ACTIVATION_NONE),
+                            tolerance(dtype()), what + " rms norm");
+      kf_test::expect_close(gather(whole_h, offsets), h, tolerance(dtype()),
+                            what + " rms norm residual out");
+      expect_untouched(whole_out, "the RMS norm's out");
+      expect_untouched(whole_h, "residual_out");
+    }
+  }
+}
+
 // Rows that start on 8-byte but not 16-byte boundaries (16-bit rows of a pitch of length + 4):
 // on CUDA the cached paths take 8-byte vectors, or element loads where a length does not fill
 // them.

@@ -426,6 +426,70 @@ TEST_P(SoftmaxTest, RowsOfNarrowVectors) {
   }
 }
 
+// Rows longer than 16384 whose x and out start equally far from a 16-byte boundary, row by row,
+// but whose rows do not all start on one (on CUDA, staged from each row's first 16-byte boundary:
+// the few head columns before it and the partial vector at the row's end are taken apart):
+// dense vocabulary rows, more of them than a GPU holds clusters at once; views at offsets 1 and 3
+// of a wider pitch, where nothing between the rows may be written, with -inf over a row's head
+// columns, its last columns, and a whole row; and in place.
+TEST_P(SoftmaxTest, LongRowsOffTheirVectors) {
+  const bool cuda = kf_test::device_under_test() == KF_DEVICE_CUDA;
+  uint64_t salt = 2600;
+  for (int64_t length : {16390, 30522, 50257})
+    check({cuda && length > 16390 ? 240 : 4, length}, {}, false, 1.0, false, salt += 2);
+  for (int64_t offset : {1, 3}) {
+    for (int64_t length : {20001, 30522}) {
+      const int64_t rows = cuda ? 60 : 5, pitch = length + 5;
+      const uint64_t s = seed(salt += 2);
+      const std::string what = std::string(dtype_name(dtype())) + " rows of " +
+                               std::to_string(length) + " at offset " + std::to_string(offset) +
+                               " (seed " + std::to_string(s) + ")";
+      SCOPED_TRACE(what);
+      Tensor x_base = tensor({rows, pitch}), out_base = tensor({rows, pitch});
+      Tensor x = make_view(x_base, dtype(), {rows, length}, {pitch, 1}, offset);
+      Tensor out = make_view(out_base, dtype(), {rows, length}, {pitch, 1}, offset);
+      std::vector<double> base = kf_test::round_to_dtype(
+          kf_test::random_values(static_cast<size_t>(rows * pitch), s), dtype());
+      for (int64_t c = 0; c < 5; ++c) base[static_cast<size_t>(offset + c)] = -INFINITY;
+      for (int64_t c = length - 5; c < length; ++c)
+        base[static_cast<size_t>(pitch + offset + c)] = -INFINITY;
+      for (int64_t c = 0; c < length; ++c)
+        base[static_cast<size_t>(2 * pitch + offset + c)] = -INFINITY;
+      kf_test::upload(x_base, base);
+      const auto offsets = view_offsets({rows, length}, {pitch, 1}, offset);
+      const auto xv = gather(base, offsets);
+      for (bool log : {false, true}) {
+        kf_test::poison(out_base);
+        KF_ASSERT_OK(
+            (log ? kf_log_softmax : kf_fused_softmax)(ctx(), x, nullptr, out, 1.0, 0, nullptr));
+        const auto whole = kf_test::download(out_base);
+        expect_softmax_close(gather(whole, offsets),
+                             softmax_ref(xv, {rows, length}, {}, {}, 1.0, false, log), length,
+                             dtype(), log, what + (log ? " log" : ""));
+        std::vector<bool> inside(whole.size(), false);
+        for (int64_t o : offsets) inside[static_cast<size_t>(o)] = true;
+        size_t written = 0;
+        for (size_t i = 0; i < whole.size(); ++i) written += !inside[i] && !std::isnan(whole[i]);
+        EXPECT_EQ(written, 0u) << what << ": elements outside out written";
+      }
+    }
+  }
+  for (bool log : {false, true}) {
+    const int64_t rows = cuda ? 100 : 4, length = 50257, pitch = length + 3;
+    const uint64_t s = seed(salt += 2);
+    SCOPED_TRACE(std::string(dtype_name(dtype())) + " rows of 50257 in place" +
+                 (log ? " log" : "") + " (seed " + std::to_string(s) + ")");
+    Tensor y_base = tensor({rows, pitch});
+    Tensor y = make_view(y_base, dtype(), {rows, length}, {pitch, 1}, 2);
+    const auto offsets = view_offsets({rows, length}, {pitch, 1}, 2);
+    const auto yv = gather(fill(y_base, dtype(), static_cast<size_t>(rows * pitch), s), offsets);
+    KF_ASSERT_OK((log ? kf_log_softmax : kf_fused_softmax)(ctx(), y, nullptr, y, 1.0, 0, nullptr));
+    expect_softmax_close(gather(kf_test::download(y_base), offsets),
+                         softmax_ref(yv, {rows, length}, {}, {}, 1.0, false, log), length, dtype(),
+                         log, "in place");
+  }
+}
+
 // More rows of a block each than a resident grid holds blocks, so blocks go on to further rows,
 // with and without a mask: rows of 5120 and 6144 (f32, f16, bf16 without a mask: 256 threads a
 // row at 24 elements a thread, of which 5120 fills five sixths) and of 8192 (512 threads a row,

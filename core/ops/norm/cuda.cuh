@@ -789,17 +789,28 @@ struct ShiftedSums {
 // about the mean, sum(m2 + n_b (e - c)^2) (the parallel form of Chan, Golub and LeVeque). Each
 // sum is one butterfly over lanes that hold a block each. Returns {shift_0, n c, that sum}, so
 // that the mean is shift_0 + c: a row with mean 1e4 and std 1e-2 keeps its variance.
-template <class T>
+// kShifted (the shifted staged kernel's): block 0 also takes the `head` columns before its slice,
+// and each slice starts `head` columns later.
+template <class T, bool kShifted = false>
 struct MergeShiftedSums {
-  int64_t n;      // the row's length
-  int64_t slice;  // a block's columns (the last block's may be fewer)
+  int64_t n;         // the row's length
+  int64_t slice;     // a block's columns (the last block's may be fewer)
+  int64_t head = 0;  // kShifted: the row's columns before block 0's slice
   template <class Value>
   __device__ ShiftedSums<T> operator()(unsigned blocks, Value value) const {
     const T base = value(0).shift;
     const ShiftedSums<T> mine =
         rows::cluster_value_of_lane(blocks, value, ShiftedSums<T>{base, T(0), T(0), T(0)});
-    const int64_t first = static_cast<int64_t>(threadIdx.x % rows::kMaxClusterBlocks) * slice;
-    const T count = first < n ? static_cast<T>(n - first < slice ? n - first : slice) : T(0);
+    const int64_t block = threadIdx.x % rows::kMaxClusterBlocks;
+    T count;
+    if constexpr (kShifted) {
+      const int64_t first = block * slice + head;
+      count = static_cast<T>((first < n ? (n - first < slice ? n - first : slice) : 0) +
+                             (block == 0 ? head : 0));
+    } else {
+      const int64_t first = block * slice;
+      count = first < n ? static_cast<T>(n - first < slice ? n - first : slice) : T(0);
+    }
     const T q = count > T(0) ? mine.d / count : T(0);
     const T e = (mine.shift - base) + q;
     const T offset = rows::lanes_reduce(count * e, rows::Plus{}, rows::kMaxClusterBlocks);
@@ -821,8 +832,15 @@ struct MergeShiftedSums {
 // 16-bit rows of 262144 went from 35-43 to 41-49 % of copy with it, f32 rows were unchanged.
 // kInPass: whether the clustered form restages the next row inside the output pass
 // (rows::for_each_tile; launch_staged picks it for the RMS norm's 16-bit rows).
+// kShifted: the form for dense rows whose row operands start equally far from a 16-byte
+// boundary, row by row, but not on one, or whose length fills no whole 16-byte vectors
+// (launch_shifted), one row a tile, as the softmax's (see there): each row's whole 16-byte
+// vectors are staged from its first 16-byte boundary; the few columns before that boundary and
+// after the last whole vector are read from global memory, each by one thread. The weight and
+// bias, which start on the row's column 0, are then read an element at a time.
 template <class S, bool kClustered, bool kResident = false,
-          bool kInPass = (kClustered && rows::StagedPolicy::restages_in_pass<S>())>
+          bool kInPass = (kClustered && rows::StagedPolicy::restages_in_pass<S>()),
+          bool kShifted = false>
 __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
     staged_kernel(const __grid_constant__ Plan p, const rows::Staging g) {
   cuda::wait_prior_grid();  // a dependent launch: nothing global is touched before this
@@ -863,13 +881,31 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
   const int64_t tiles = (w.rows + g.rows_per_tile - 1) / g.rows_per_tile;
   static_assert(kClustered || !kInPass);
   static_assert(!kResident || (kClustered && sizeof(S) == 2));
+  static_assert(!(kShifted && kResident));
   const auto rows_in = [&](int64_t tile) {
     const int64_t left = w.rows - tile * g.rows_per_tile;
     return static_cast<int>(left < g.rows_per_tile ? left : g.rows_per_tile);
   };
+  const auto row_of = [&](const rows::Operand& t, int64_t row) {
+    return static_cast<const S*>(t.data) + rows::row_offset_cold(w, t, row);
+  };
+  // kShifted: the staged columns of this block's slice of a row of `head` head columns.
+  const auto staged_cols = [&](int head) -> int {
+    const int64_t left = n - head - first_col;
+    return static_cast<int>(left <= 0 ? 0 : left < g.slice ? left : g.slice);
+  };
   const auto stage = [&](int64_t tile, int buffer) {
     const int64_t row0 = tile * g.rows_per_tile;
     S* xs = staged + buffer * g.buffer_elems;
+    if constexpr (kShifted) {
+      const S* x = row_of(p.x, row0);
+      const int head = rows::head_columns(x);
+      const int here = staged_cols(head);
+      rows::stage_row(xs, here, x + head + first_col);
+      if (p.residual.data)
+        rows::stage_row(xs + g.slice, here, row_of(p.residual, row0) + head + first_col);
+      return;
+    }
     rows::stage_rows(xs, g.slice, rows_in(tile), vectors, [&](int r) {
       return static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, row0 + r) + first_col;
     });
@@ -889,27 +925,85 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
     // x's after the output pass.
     const S* next_x = nullptr;
     const S* next_residual = nullptr;
+    int next_cols = 0;  // kShifted: the next row's staged columns in this block
     if (kInPass && next >= 0) {
-      next_x = static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, next) + first_col;
-      if (p.residual.data)
-        next_residual = static_cast<const S*>(p.residual.data) +
-                        rows::row_offset_cold(w, p.residual, next) + first_col;
+      next_x = row_of(p.x, next);
+      const int head = kShifted ? rows::head_columns(next_x) : 0;
+      next_x += head + first_col;
+      if (p.residual.data) next_residual = row_of(p.residual, next) + head + first_col;
+      if (kShifted) next_cols = staged_cols(head);
     }
     const auto restage = [&](S* slots, const S* from, int c) {
-      if (kInPass && from != nullptr) async_copy::copy16(slots + c, from + c);
+      if constexpr (kShifted) {
+        if (kInPass && from != nullptr) rows::stage_vector(slots, from, c, next_cols);
+      } else if (kInPass && from != nullptr) {
+        async_copy::copy16(slots + c, from + c);
+      }
     };
     for (int base = 0; base < tile_rows; base += groups) {
       // Lanes past the tile's rows still take part in their group's shuffles.
       const int r = base + slot;
-      const int length = r < tile_rows ? static_cast<int>(cols) : 0;  // cols <= a slice
+      int length = r < tile_rows ? static_cast<int>(cols) : 0;  // cols <= a slice
       const int64_t row = row0 + (r < tile_rows ? r : 0);
       S* h_row = xs + (r < tile_rows ? r : 0) * g.slice;
+      const int step = g.group * V;
+      // kShifted: `length` is the block's staged columns in whole vectors, block_cols all its
+      // columns. This thread's columns of the partial vector after them (`part`, where it staged
+      // that vector) and of the head (`head_here`, one thread of the first block) have their h
+      // in part_h and head_h, loaded from global memory and the residual added (and written to
+      // residual_out) here; `at` in for_each_extra is a column's offset from the block's first
+      // staged column.
+      int head = 0, part = 0, head_here = 0, block_cols = length;
+      T part_h[V], head_h[V];
+      if constexpr (kShifted) {
+        const S* x_start = row_of(p.x, row);
+        head = rows::head_columns(x_start);
+        const int here = staged_cols(head);
+        length = here / V * V;
+        if (lane == (length / V) % g.group) part = here - length;
+        if (rank == 0 && lane == g.group - 1) head_here = head;
+        block_cols = here + (rank == 0 ? head : 0);
+        const S* r_start = p.residual.data ? row_of(p.residual, row) : nullptr;
+        S* h_start = p.residual_out.data ? static_cast<S*>(p.residual_out.data) +
+                                               rows::row_offset_cold(w, p.residual_out, row)
+                                         : nullptr;
+        // h of a column, from its x and residual values, written to residual_out at `to`.
+        const auto take = [&](S x_value, const S* residual_value, int64_t to) {
+          if (r_start) {
+            x_value = Traits::from_compute(Traits::to_compute(x_value) +
+                                           Traits::to_compute(*residual_value));
+            if (h_start) h_start[to] = x_value;
+          }
+          return Traits::to_compute(x_value);
+        };
+        const int64_t part_at = head + first_col + length;  // the partial vector's first column
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+          if (e < part)
+            part_h[e] =
+                take(x_start[part_at + e], r_start ? r_start + part_at + e : nullptr, part_at + e);
+          if (e < head_here) head_h[e] = take(x_start[e], r_start ? r_start + e : nullptr, e);
+        }
+      }
+      const auto for_each_extra = [&](auto&& fn) {
+        if constexpr (kShifted)
+          rows::for_each_unstaged(length, part, part_h, head, head_here, head_h, fn);
+      };
+      // kShifted, after a pass's restaging up to `length`: the slots of the next row past this
+      // row's whole vectors (the next row may have more of them).
+      const auto restage_tail = [&](S* slots, const S* from) {
+        if constexpr (kShifted && kInPass) {
+          int c = lane * V;
+          while (c < length) c += step;
+          for (; c < next_cols; c += step) restage(slots, from, c);
+        }
+      };
       T sum = 0;
       if (p.residual.data) {
         const S* r_row = rs + (r < tile_rows ? r : 0) * g.slice;
         S* h_out = p.residual_out.data
                        ? static_cast<S*>(p.residual_out.data) +
-                             rows::row_offset_cold(w, p.residual_out, row) + first_col
+                             rows::row_offset_cold(w, p.residual_out, row) + head + first_col
                        : nullptr;
         for (int c = lane * V; c < length; c += g.group * V) {
           Vec hv = *reinterpret_cast<const Vec*>(h_row + c);
@@ -926,6 +1020,7 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
           if (h_out) *reinterpret_cast<Vec*>(h_out + c) = hv;
           restage(rs, next_residual, c);
         }
+        restage_tail(rs, next_residual);
       } else {
         for (int c = lane * V; c < length; c += g.group * V) {
           const Vec hv = *reinterpret_cast<const Vec*>(h_row + c);
@@ -936,14 +1031,22 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
           }
         }
       }
+      for_each_extra([&](int, T h) { sum += p.kind == Kind::layer ? h : h * h; });
       T shift = 0, center = 0, rstd;
       if (p.kind == Kind::layer) {
         // Clustered: each block's own mean is the shift of its sums, and the blocks' shifts and
-        // sums meet in one exchange (ShiftedSums); else the row's mean is the shift.
-        shift = kClustered ? rows::group_reduce<rows::StagedPolicy::threads>(sum, rows::Plus{},
-                                                                             g.group, scratch) /
-                                 static_cast<T>(length)
-                           : reduce(sum) / count;
+        // sums meet in one exchange (ShiftedSums); else the row's mean is the shift. (A shifted
+        // row's last block may have no columns: its shift is then 0.)
+        if constexpr (kClustered) {
+          shift =
+              rows::group_reduce<rows::StagedPolicy::threads>(sum, rows::Plus{}, g.group, scratch);
+          if constexpr (kShifted)
+            shift = block_cols > 0 ? shift / static_cast<T>(block_cols) : T(0);
+          else
+            shift = shift / static_cast<T>(length);
+        } else {
+          shift = reduce(sum) / count;
+        }
         Sums<T> sums{0, 0};
         for (int c = lane * V; c < length; c += g.group * V) {
           const Vec hv = *reinterpret_cast<const Vec*>(h_row + c);
@@ -954,11 +1057,17 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
             sums.d2 += d * d;
           }
         }
+        for_each_extra([&](int, T h) {
+          const T d = h - shift;
+          sums.d += d;
+          sums.d2 += d * d;
+        });
         sums =
             rows::group_reduce<rows::StagedPolicy::threads>(sums, AddSums{}, g.group, pair_scratch);
         if constexpr (kClustered) {
-          const ShiftedSums<T> merged = cluster.exchange(
-              ShiftedSums<T>{shift, sums.d, sums.d2, T(0)}, MergeShiftedSums<T>{n, g.slice});
+          const ShiftedSums<T> merged =
+              cluster.exchange(ShiftedSums<T>{shift, sums.d, sums.d2, T(0)},
+                               MergeShiftedSums<T, kShifted>{n, g.slice, head});
           shift = merged.shift;
           center = merged.d / count;
           // merged.d2 is the sum of squares about the mean: no centre to take off.
@@ -977,7 +1086,8 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
       } else {
         rstd = math::stats::rms_rstd<T>(reduce(sum), count, eps);
       }
-      S* out = static_cast<S*>(p.out.data) + rows::row_offset_cold(w, p.out, row) + first_col;
+      S* out =
+          static_cast<S*>(p.out.data) + rows::row_offset_cold(w, p.out, row) + head + first_col;
       const T scaled_center = center * rstd;  // y = (h - shift) * rstd - scaled_center
       // f32 rows: the weight and bias vectors (from L2 after the first rows) of kLoads slots
       // are loaded before any of them is stored (the compiler cannot move a load above a store
@@ -994,7 +1104,28 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
         return Traits::from_compute(act(y, Prim{}));
       };
       with_activation(p.act, [&](auto act) {
-        if constexpr (kLoads == 1) {
+        if constexpr (kShifted) {
+          // The weight and bias start on column 0, `head` columns before the staged ones: an
+          // element at a time.
+          const S* w_at = weight ? weight + head : nullptr;
+          const S* b_at = bias ? bias + head : nullptr;
+          const auto y_of = [&](T h, int at) {
+            T y = (h - shift) * rstd - scaled_center;
+            if (w_at) y *= Traits::to_compute(w_at[at]);
+            if (b_at) y += Traits::to_compute(b_at[at]);
+            return Traits::from_compute(act(y, Prim{}));
+          };
+          for (int c = lane * V; c < length; c += step) {
+            const Vec hv = *reinterpret_cast<const Vec*>(h_row + c);
+            Vec yv;
+#pragma unroll
+            for (int e = 0; e < V; ++e) yv.v[e] = y_of(Traits::to_compute(hv.v[e]), c + e);
+            *reinterpret_cast<Vec*>(out + c) = yv;
+            restage(xs, next_x, c);
+          }
+          for_each_extra([&](int at, T h) { out[at] = y_of(h, at); });
+          restage_tail(xs, next_x);
+        } else if constexpr (kLoads == 1) {
           for (int c = lane * V; c < length; c += g.group * V) {
             const Vec hv = *reinterpret_cast<const Vec*>(h_row + c);
             Vec wv, bv, yv;
@@ -1010,7 +1141,6 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
             restage(xs, next_x, c);
           }
         } else {
-          const int step = g.group * V;
           for (int c0 = lane * V; c0 < length; c0 += kLoads * step) {
             Vec wv[kLoads], bv[kLoads];
 #pragma unroll
@@ -1470,6 +1600,37 @@ bool launch_staged(const Plan& p, int32_t device, cudaStream_t stream) {
   }
 }
 
+// Runs the shifted staged kernel (staged_kernel's kShifted) for rows that launch_staged would
+// stage but for their 16-byte vectors, whose row operands launch has found in phase with x
+// (rows::rows_in_phase), in the staged kernel's order (no weight kept resident); false
+// otherwise, and for the rows that launch_staged leaves to the register-cached kernel, which
+// takes rows of any alignment. The rows are planned as rows of the length rounded up to whole
+// vectors: a row staged from its first 16-byte boundary fills no more of them.
+template <class S>
+bool launch_shifted(const Plan& p, int32_t device, cudaStream_t stream) {
+  if constexpr (sizeof(S) > 4) {
+    return false;
+  } else {
+    if (p.walk.rows >= rows::kMaxColdRows || p.walk.row_length <= rows::kMaxTileRow) return false;
+    constexpr int64_t V = 16 / sizeof(S);
+    rows::Walk whole = p.walk;
+    whole.row_length = (whole.row_length + V - 1) / V * V;
+    // The layer norm's 16-bit rows of up to 64 KiB (one block a row, staged whole) keep the
+    // streaming kernel: kf-bench, H200 2026-12-02 02:16Z, against it in the same call (two
+    // passes), % of copy, rows of 20001 / 30522 / 32001: f16 36.3 / 32.5 / 34.4 -> 35.2 / 28.0 /
+    // 29.3, bf16 30.6 / 30.7 / 28.9 -> 34.5 / 27.7 / 29.0. The RMS norm's gained there (f16 40.5
+    // / 35.9 / 37.6 -> 47.4 / 38.7 / 39.9), as did every longer row.
+    if (sizeof(S) == 2 && p.kind == Kind::layer &&
+        whole.row_length * int64_t{sizeof(S)} <= rows::StagedPolicy::slice_bytes)
+      return false;
+    const int inputs = p.residual.data ? 2 : 1;
+    return rows::stage_and_launch<
+        staged_kernel<S, false, false, false, true>,
+        staged_kernel<S, true, false, rows::StagedPolicy::restages_in_pass<S>(), true>>(
+        p, whole, sizeof(S), inputs, device, stream, "norm kernel launch");
+  }
+}
+
 // Whether the form with a residual for policy P and storage S has a build for three blocks per
 // SM, which launch_cached takes where the SMs are not rows::tile_issue_lean: f16 rows of
 // 2049..4096 (a 256-thread block a row, 16 elements a thread; 76 registers and no spills, where
@@ -1724,7 +1885,7 @@ void launch(const Plan& p, int32_t device, cudaStream_t stream) {
       {&streaming_kernel<StreamPolicy<S, false>, S, false>,
        &streaming_vector_kernel<StreamVectorPolicy<S>, S>,
        &streaming_kernel<StreamPolicy<S, true>, S, true>, StreamPolicy<S, false>::threads},
-      "norm kernel launch");
+      "norm kernel launch", &launch_shifted<S>);
 }
 
 }  // namespace

@@ -55,7 +55,9 @@ struct StreamingKernels {
 };
 
 // Launches a family's kernel for p's rows, in its order of preference: the staged kernel (dense
-// rows of 16-byte vectors, `bytes` == 16: row_vector_bytes in tile.cuh), else the register-cached
+// rows of 16-byte vectors, `bytes` == 16: row_vector_bytes in tile.cuh), else the family's
+// `shifted` staged kernel where it has one (dense rows `in_phase` that are not rows of 16-byte
+// vectors, staged from each row's first 16-byte boundary), else the register-cached
 // kernel at `bytes` a load (cached_launcher, with the family's Cached and narrow entry), else a
 // streaming kernel, which takes any rows (a block per row, up to about a million blocks): its
 // vector form where `in_phase`. A failed launch throws KF_ERROR_CUDA from its launcher, which
@@ -64,9 +66,11 @@ struct StreamingKernels {
 template <class S, class Cached, class Plan, class Narrow>
 void launch_in_order(const Plan& p, int bytes, bool in_phase, int32_t device, cudaStream_t stream,
                      RowLauncher<Plan> staged, Narrow narrow,
-                     const StreamingKernels<Plan>& streaming, const char* what) {
+                     const StreamingKernels<Plan>& streaming, const char* what,
+                     RowLauncher<Plan> shifted = nullptr) {
   bool done = false;
   if (p.dense && bytes == 16) done = staged(p, device, stream);
+  if (p.dense && bytes != 16 && in_phase && shifted) done = shifted(p, device, stream);
   if (p.dense && !done) done = cached_launcher<S, Cached, Plan>(bytes, narrow)(p, device, stream);
   if (!done) {
     const int64_t grid = p.walk.rows < 65535 * 16 ? p.walk.rows : 65535 * 16;

@@ -60,6 +60,51 @@ __device__ __forceinline__ void stage_rows(S* dst, int64_t dst_stride, int rows,
   }
 }
 
+// Columns of a row of S before its first 16-byte boundary (0 when it starts on one): the shifted
+// staged forms stage a row from that boundary, so its staged slot c holds column head + c.
+template <class S>
+__device__ __forceinline__ int head_columns(const S* row) {
+  return static_cast<int>(((16u - (reinterpret_cast<uintptr_t>(row) & 15u)) & 15u) / sizeof(S));
+}
+
+// Issues the cp.async copy of the vector at column c (a multiple of 16 / sizeof(S)) of a staged
+// row of `cols` elements from src (global, 16-byte aligned) to slots (shared), if the vector is
+// whole: the few columns of a partial last vector are left to the kernel, which reads them from
+// global memory (a 16-byte copy would read past the row, and past its allocation on the last
+// row: compute-sanitizer's memcheck flags that even for a cp.async told to read fewer bytes).
+template <class S>
+__device__ __forceinline__ void stage_vector(S* slots, const S* src, int c, int cols) {
+  if (c + static_cast<int>(16 / sizeof(S)) <= cols) async_copy::copy16(slots + c, src + c);
+}
+
+// Issues cp.async copies of the whole 16-byte vectors of one staged row of `cols` elements (any
+// count) from src (global, 16-byte aligned) to dst (shared), a vector at a time (stage_vector).
+// Thread t copies vectors t, t + blockDim.x, ..., as stage_rows does a long row (the rolling
+// path relies on this).
+template <class S>
+__device__ __forceinline__ void stage_row(S* dst, int cols, const S* src) {
+  constexpr int vec = 16 / sizeof(S);
+  const int step = static_cast<int>(blockDim.x) * vec;
+  for (int c = static_cast<int>(threadIdx.x) * vec; c < cols; c += step)
+    stage_vector(dst, src, c, cols);
+}
+
+// Calls fn(at, value) for one thread's columns of a shifted staged row outside its whole staged
+// vectors: `part` columns of the partial vector after the `seen` staged ones (values part_v, at
+// seen + e) and `head_here` columns before the row's first 16-byte boundary (values head_v, at
+// e - head), `at` being a column's offset from the block's first staged column.
+template <int V, class T, class Fn>
+__device__ __forceinline__ void for_each_unstaged(int seen, int part, const T (&part_v)[V],
+                                                  int head, int head_here, const T (&head_v)[V],
+                                                  Fn&& fn) {
+#pragma unroll
+  for (int e = 0; e < V; ++e)
+    if (e < part) fn(seen + e, part_v[e]);
+#pragma unroll
+  for (int e = 0; e < V; ++e)
+    if (e < head_here) fn(e - head, head_v[e]);
+}
+
 // Runs compute(tile, buffer, next) over this block's tiles (the same ones for every block of a
 // cluster), each staged first by stage(tile, buffer), which issues cp.async copies. With two
 // buffers the next tile's copies are in flight while the current tile is computed (next is -1).

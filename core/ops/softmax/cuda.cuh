@@ -670,8 +670,17 @@ struct MergeMaxSums {
 // rows of 262144 went from 42 / 37 / 35 to 56 / 63 / 62 % of copy (H200, 14:37Z, same call).
 // kInPass: whether the clustered form restages the next row inside the output pass
 // (rows::for_each_tile; launch_staged picks it for 16-bit rows).
+// kShifted: the form for dense rows without a mask whose x and out start equally far from a
+// 16-byte boundary, row by row, but not on one, or whose length fills no whole 16-byte vectors
+// (vocabulary rows of 30522 or 50257; launch_shifted), one row a tile. Each row's whole 16-byte
+// vectors are staged from its first 16-byte boundary (rows::head_columns: slot c of a block's
+// slice holds column head + first_col + c). The few columns before that boundary (the head,
+// in the first block) and after the last whole vector (in the last block) are read from global
+// memory, each by one thread, before the first pass and used after it, so that their loads are
+// in flight during it. x is read once, where the streaming kernel's vector form reads it twice.
 template <class S, bool kClustered, bool kMasked,
-          bool kInPass = (kClustered && rows::StagedPolicy::restages_in_pass<S>())>
+          bool kInPass = (kClustered && rows::StagedPolicy::restages_in_pass<S>()),
+          bool kShifted = false>
 __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
     staged_kernel(const __grid_constant__ Plan p, const rows::Staging g) {
   cuda::wait_prior_grid();  // a dependent launch: nothing global is touched before this
@@ -697,9 +706,18 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
   const int groups = blockDim.x / g.group;
   const int64_t tiles = (w.rows + g.rows_per_tile - 1) / g.rows_per_tile;
   static_assert(kClustered || !kInPass);
+  static_assert(!(kShifted && kMasked));
   const auto rows_in = [&](int64_t tile) {
     const int64_t left = w.rows - tile * g.rows_per_tile;
     return static_cast<int>(left < g.rows_per_tile ? left : g.rows_per_tile);
+  };
+  const auto row_x = [&](int64_t row) {
+    return static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, row);
+  };
+  // kShifted: the staged columns of this block's slice of a row of `head` head columns.
+  const auto staged_cols = [&](int head) -> int {
+    const int64_t left = n - head - first_col;
+    return static_cast<int>(left <= 0 ? 0 : left < g.slice ? left : g.slice);
   };
   // Columns of this block's slice of `row` left visible by the causal rule, in whole vectors (the
   // whole slice without it): the hidden ones, about half of a causal row, are neither staged nor
@@ -713,6 +731,12 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
   };
   const auto stage = [&](int64_t tile, int buffer) {
     const int64_t row0 = tile * g.rows_per_tile;
+    if constexpr (kShifted) {
+      const S* x = row_x(row0);
+      const int head = rows::head_columns(x);
+      rows::stage_row(staged + buffer * g.buffer_elems, staged_cols(head), x + head + first_col);
+      return;
+    }
     rows::stage_rows(staged + buffer * g.buffer_elems, g.slice, rows_in(tile), visible(row0) / V,
                      [&](int r) {
                        return static_cast<const S*>(p.x.data) +
@@ -728,19 +752,52 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
     const S* next_x = nullptr;
     int next_seen = 0;
     if (kInPass && next >= 0) {
-      next_x = static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, next) + first_col;
-      next_seen = visible(next);
+      next_x = row_x(next);
+      const int head = kShifted ? rows::head_columns(next_x) : 0;
+      next_x += head + first_col;
+      next_seen = kShifted ? staged_cols(head) : visible(next);
     }
     const auto restage = [&](int c) {
-      if (kInPass && c < next_seen) async_copy::copy16(slots + c, next_x + c);
+      if constexpr (kShifted) {
+        if (kInPass) rows::stage_vector(slots, next_x, c, next_seen);  // next_seen 0: none
+      } else if (kInPass && c < next_seen) {
+        async_copy::copy16(slots + c, next_x + c);
+      }
     };
     for (int base = 0; base < tile_rows; base += groups) {
       // Lanes past the tile's rows still take part in their group's shuffles.
       const int r = base + slot;
       const int length = r < tile_rows ? static_cast<int>(cols) : 0;  // cols <= a slice
       const int64_t row = row0 + (r < tile_rows ? r : 0);
-      const int seen = length < visible(row) ? length : visible(row);  // the staged columns
+      int seen = length < visible(row) ? length : visible(row);  // the staged columns
       const S* x_row = staged + buffer * g.buffer_elems + (r < tile_rows ? r : 0) * g.slice;
+      // kShifted: `seen` is the staged columns in whole vectors. This thread's columns of the
+      // partial vector after them (`part`, for the thread that would stage it, else 0) and of the
+      // head (`head_here`, for one thread of the first block, else 0) have their logits in
+      // part_v and head_v, loaded from global memory.
+      const S* x_start = nullptr;
+      int head = 0, part = 0, head_here = 0;
+      T part_v[V], head_v[V];
+      if constexpr (kShifted) {
+        x_start = row_x(row);
+        head = rows::head_columns(x_start);
+        const int staged_here = staged_cols(head);
+        seen = staged_here / V * V;
+        if (lane == (seen / V) % g.group) part = staged_here - seen;
+        if (rank == 0 && lane == g.group - 1) head_here = head;
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+          if (e < part)
+            part_v[e] = scale * Traits::to_compute(x_start[head + first_col + seen + e]);
+          if (e < head_here) head_v[e] = scale * Traits::to_compute(x_start[e]);
+        }
+      }
+      // Calls fn(at, logit) for each of this thread's columns of the partial vector and the
+      // head, `at` its offset from the slice's first staged column.
+      const auto for_each_extra = [&](auto&& fn) {
+        if constexpr (kShifted)
+          rows::for_each_unstaged(seen, part, part_v, head, head_here, head_v, fn);
+      };
       const S* mask = kMasked && p.mask.data ? static_cast<const S*>(p.mask.data) +
                                                    rows::row_offset_cold(w, p.mask, row) + first_col
                                              : nullptr;
@@ -765,6 +822,7 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
 #pragma unroll
         for (int e = 0; e < V; ++e) max = v[e] > max ? v[e] : max;
       }
+      for_each_extra([&](int, T v) { max = v > max ? v : max; });
       max = rows::group_reduce<rows::StagedPolicy::threads>(max, rows::Larger{}, g.group, scratch);
       T sum = 0;
       if (max != minus_inf) {
@@ -774,6 +832,7 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
 #pragma unroll
           for (int e = 0; e < V; ++e) sum += Prim::exp(v[e] - max);  // exp(-inf) = 0
         }
+        for_each_extra([&](int, T v) { sum += Prim::exp(v - max); });
       }
       sum = rows::group_reduce<rows::StagedPolicy::threads>(sum, rows::Plus{}, g.group, scratch);
       if constexpr (kClustered) {
@@ -783,18 +842,25 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
         max = merged.max;
         sum = merged.sum;
       }
-      S* out = static_cast<S*>(p.out.data) + rows::row_offset_cold(w, p.out, row) + first_col;
+      S* out =
+          static_cast<S*>(p.out.data) + rows::row_offset_cold(w, p.out, row) + head + first_col;
+      // kShifted: stores value(logit) for this thread's columns of the partial vector and the
+      // head (rank 0, whose `out` is head columns past the row's start).
+      const auto store_extras = [&](auto&& value) {
+        for_each_extra([&](int at, T v) { out[at] = Traits::from_compute(value(v)); });
+      };
       // Hidden columns (and every column of a fully masked row) give 0 (log-softmax: -inf).
       const auto write_hidden = [&](int from) {
         Vec yv;
 #pragma unroll
         for (int e = 0; e < V; ++e) yv.v[e] = Traits::from_compute(p.log ? minus_inf : T(0));
-        for (int c = from + lane * V; c < length; c += g.group * V)
+        for (int c = from + lane * V; c < (kShifted ? seen : length); c += g.group * V)
           *reinterpret_cast<Vec*>(out + c) = yv;
       };
       int c = lane * V;        // the output pass's column: where restaging goes on after it
       if (max == minus_inf) {  // a fully masked row gives 0 (log-softmax: -inf), not NaN
         write_hidden(0);
+        store_extras([&](T) { return p.log ? minus_inf : T(0); });
       } else if (p.log) {
         const T offset = max + st::log_of(sum);
         for (; c < seen; c += g.group * V) {
@@ -806,6 +872,7 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
           *reinterpret_cast<Vec*>(out + c) = yv;
           restage(c);
         }
+        store_extras([&](T v) { return v - offset; });
         write_hidden(seen);
       } else {
         const T inv_sum = T(1) / sum;
@@ -819,6 +886,7 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
           *reinterpret_cast<Vec*>(out + c) = yv;
           restage(c);
         }
+        store_extras([&](T v) { return Prim::exp(v - max) * inv_sum; });
         write_hidden(seen);
       }
       if (kInPass)
@@ -1062,6 +1130,35 @@ bool launch_staged(const Plan& p, int32_t device, cudaStream_t stream) {
   }
 }
 
+// Runs the shifted staged kernel (staged_kernel's kShifted) for rows the staged kernel takes
+// but for their 16-byte vectors: dense rows longer than rows::kMaxTileRow without a mask or the
+// causal rule, whose x and out launch has found in phase (rows::rows_in_phase), in the staged
+// kernel's order (16-bit rows restage in the output pass where the SMs are not
+// rows::tile_issue_lean); false otherwise. The rows are planned as rows of the length rounded up
+// to whole vectors: a row staged from its first 16-byte boundary fills no more of them.
+template <class S>
+bool launch_shifted(const Plan& p, int32_t device, cudaStream_t stream) {
+  if constexpr (sizeof(S) > 4) {
+    return false;
+  } else {
+    if (p.mask.data || p.causal || p.walk.rows >= rows::kMaxColdRows) return false;
+    if (p.walk.row_length <= rows::kMaxTileRow) return false;
+    constexpr int64_t V = 16 / sizeof(S);
+    rows::Walk whole = p.walk;
+    whole.row_length = (whole.row_length + V - 1) / V * V;
+    constexpr bool kInPass = rows::StagedPolicy::restages_in_pass<S>();
+    if constexpr (sizeof(S) == 2) {
+      if (!rows::tile_issue_lean(device))
+        return rows::stage_and_launch<staged_kernel<S, false, false, false, true>,
+                                      staged_kernel<S, true, false, true, true>>(
+            p, whole, sizeof(S), 1, device, stream, "softmax kernel launch");
+    }
+    return rows::stage_and_launch<staged_kernel<S, false, false, false, true>,
+                                  staged_kernel<S, true, false, kInPass, true>>(
+        p, whole, sizeof(S), 1, device, stream, "softmax kernel launch");
+  }
+}
+
 // The lean builds of the common form (rows::tile_lean_blocks, as the norms': the 16-bit rows of
 // 4097..8192 at two blocks an SM, measured within 0.3 of one, as their kernels fit two already).
 // The four-block build: the rows of up to 512 took 80 registers (three blocks) and take 64 for
@@ -1186,7 +1283,7 @@ void launch(const Plan& p, int32_t device, cudaStream_t stream) {
       {&streaming_kernel<StreamPolicy<S, false>, S, false>,
        &streaming_vector_kernel<StreamVectorPolicy<S>, S>,
        &streaming_kernel<StreamPolicy<S, true>, S, true>, StreamPolicy<S, false>::threads},
-      "softmax kernel launch");
+      "softmax kernel launch", &launch_shifted<S>);
 }
 
 }  // namespace
