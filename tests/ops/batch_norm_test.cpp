@@ -362,12 +362,11 @@ TEST_P(BatchNormTest, LargeMean) {
       c.center = 1e4;
       check(c, salt += 11);
     }
-  // The CPU backend's channels-last statistics of few channels (summed a group of whole rows at a
-  // time, about 64 accumulators wide) on a large mean: 6 channels over 26 blocks of positions,
-  // each block but the last ending with rows past a whole group. The CUDA backend's few-channel
-  // kernels are covered at a small mean above. This case has not run on a GPU yet, so it stays on
-  // the CPU.
-  if (kf_test::device_under_test() == KF_DEVICE_CPU) {
+  // Channels-last statistics of few channels on a large mean: 6 channels. The CPU backend sums
+  // them a group of whole rows at a time (about 64 accumulators wide), over 26 blocks of
+  // positions, each block but the last ending with rows past a whole group; on CUDA the
+  // few-channel kernels.
+  {
     Case c;
     c.shape = {8, 25, 33, 6};
     c.layout = KF_LAYOUT_NHWC;
