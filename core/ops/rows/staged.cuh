@@ -1,5 +1,7 @@
 // Shared-memory staged rows for the row-wise CUDA kernels (norms, softmax), for dense rows whose
-// starts are 16-byte aligned and whose length fills whole 16-byte vectors. A block copies a tile
+// starts are 16-byte aligned and whose length fills whole 16-byte vectors (and, in the families'
+// shifted forms, long rows staged from each row's first 16-byte boundary: head_columns,
+// stage_row, for_each_unstaged). A block copies a tile
 // of rows, or its slice of one long row, into shared memory with 16-byte cp.async copies, all
 // issued before the first wait, and stages the next tile while it computes the current one (two
 // buffers): the bytes in flight per SM are then bounded by shared memory instead of by the
