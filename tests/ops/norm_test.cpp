@@ -734,15 +734,14 @@ TEST_P(NormTest, ResidualRowsOverManySteps) {
   }
 }
 
-// Rows of 28673..32768 elements, which CUDA splits over a cluster of two blocks in 16-bit types
-// (56..64 KiB: rows::StagedPolicy::split_row_bytes; the RMS norm's weight is then read from
-// global memory, not kept resident), and the longest it stages in one block (28672): more rows
-// than a GPU holds clusters at once, with and without an affine, a residual (two operands: one
-// block a row) and at a mean of 1e4 (the two blocks' sums merged about their own means).
-TEST_P(NormTest, RowsSplitInTwo) {
-  const int64_t rows = kf_test::device_under_test() == KF_DEVICE_CUDA ? 240 : 3;
+// Rows of 16385..32768 elements, which CUDA stages in 16-bit types by one block in one rolling
+// buffer (32..64 KiB: rows::StagedPolicy::rolling_row_bytes; the RMS norm's weight read from
+// global memory): more rows than a GPU holds blocks at once, with and without an affine, a
+// residual (two operands: two buffers) and at a mean of 1e4.
+TEST_P(NormTest, RowsOfOneRollingBuffer) {
+  const int64_t rows = kf_test::device_under_test() == KF_DEVICE_CUDA ? 400 : 3;
   uint64_t salt = 2850;
-  for (int64_t length : {28672, 28680, 32768}) {
+  for (int64_t length : {16392, 24000, 32768}) {
     check_layer_norm(rows, length, true, KF_ACTIVATION_GELU, salt += 3);
     check_layer_norm(5, length, false, KF_ACTIVATION_NONE, salt += 3, 1e4, 1.0);
     check_rms_norm(rows, length, false, true, KF_ACTIVATION_SILU, salt += 3);

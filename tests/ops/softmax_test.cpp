@@ -516,17 +516,16 @@ TEST_P(SoftmaxTest, BlockRowsOverManySteps) {
   check({cuda ? 700 : 20, 8200}, {}, false, 1.0, false, 1918);
 }
 
-// Rows of 28673..32768 elements, which CUDA splits over a cluster of two blocks in 16-bit types
-// (56..64 KiB: rows::StagedPolicy::split_row_bytes), and the longest it stages in one block
-// (28672): more rows than a GPU holds clusters at once, so that each cluster restages its
-// slices of the next row; with a mask and the causal rule; in f32 and f64, the register-cached
-// or streaming kernels.
-TEST_P(SoftmaxTest, RowsSplitInTwo) {
+// Rows of 16385..32768 elements, which CUDA stages in 16-bit types by one block in one rolling
+// buffer (32..64 KiB: rows::StagedPolicy::rolling_row_bytes): more rows than a GPU holds blocks
+// at once, so that each block restages the next row slot by slot; with a mask and the causal
+// rule; in f32 and f64, the register-cached or streaming kernels.
+TEST_P(SoftmaxTest, RowsOfOneRollingBuffer) {
   const bool cuda = kf_test::device_under_test() == KF_DEVICE_CUDA;
   uint64_t salt = 2800;
-  for (int64_t length : {28672, 28680, 32768}) {
-    check({cuda ? 240 : 3, length}, {}, false, 1.0, false, salt += 2);
-    check({2, cuda ? 64 : 2, length}, {cuda ? 64 : 2, length}, true, 0.5, true, salt += 2, true);
+  for (int64_t length : {16392, 24000, 32768}) {
+    check({cuda ? 400 : 3, length}, {}, false, 1.0, false, salt += 2);
+    check({2, cuda ? 200 : 2, length}, {cuda ? 200 : 2, length}, true, 0.5, true, salt += 2, true);
   }
 }
 

@@ -117,37 +117,38 @@ TEST(StagingPlan, ShortRowsTakeTiles) {
   EXPECT_EQ(block.cluster, 1);
 }
 
-// Rows of one operand of 56..64 KiB: a cluster of two slices of up to 32 KiB, one buffer each,
-// where clusters are available, and never a resident operand; the rows of 56 KiB, rows with a
-// residual, and rows without clusters keep one block and two buffers.
-TEST(StagingPlan, RowsSplitInTwo) {
-  const Staging split = plan(240, 28680, 2, 1, 16, 1);
-  EXPECT_EQ(split.cluster, 2);
-  EXPECT_EQ(split.slice, 14344);  // half the row, rounded up to whole vectors
-  EXPECT_EQ(split.resident, 0);
-  EXPECT_TRUE(split.rolling);
-  EXPECT_EQ(split.buffers, 1);
-  EXPECT_EQ(split.smem, size_t{14344 * 2});
-  EXPECT_EQ(split.grid, 480u);
+// Rows of one operand of 32..64 KiB: one block, one rolling buffer, never a resident operand;
+// the rows of 32 KiB and rows with a residual keep two buffers.
+TEST(StagingPlan, RowsOfOneRollingBuffer) {
+  const Staging rolling = plan(240, 28680, 2, 1, 16, 1);
+  EXPECT_EQ(rolling.cluster, 1);
+  EXPECT_EQ(rolling.slice, 28680);
+  EXPECT_EQ(rolling.rows_per_tile, 1);
+  EXPECT_EQ(rolling.group, StagedPolicy::threads);
+  EXPECT_EQ(rolling.resident, 0);
+  EXPECT_TRUE(rolling.rolling);
+  EXPECT_EQ(rolling.buffers, 1);
+  EXPECT_EQ(rolling.smem, size_t{28680 * 2});
+  EXPECT_EQ(rolling.grid, 240u);
 
-  const Staging full = plan(240, 32768, 2, 1, 8);
-  EXPECT_EQ(full.cluster, 2);
-  EXPECT_EQ(full.slice, 16384);
-  EXPECT_EQ(full.smem, size_t{32 * kKiB});
+  const Staging longest = plan(240, 32768, 2, 1, 1);  // without clusters too
+  EXPECT_TRUE(longest.rolling);
+  EXPECT_EQ(longest.cluster, 1);
+  EXPECT_EQ(longest.smem, size_t{64 * kKiB});
 
-  const Staging whole = plan(240, StagedPolicy::split_row_bytes / 2, 2, 1, 16);
-  EXPECT_EQ(whole.cluster, 1);
-  EXPECT_EQ(whole.buffers, 2);
-  EXPECT_EQ(whole.smem, size_t{2 * StagedPolicy::split_row_bytes});
+  const Staging shortest = plan(240, StagedPolicy::rolling_row_bytes / 2 + 8, 2, 1, 16);
+  EXPECT_TRUE(shortest.rolling);
+  EXPECT_EQ(shortest.buffers, 1);
+
+  const Staging two = plan(240, StagedPolicy::rolling_row_bytes / 2, 2, 1, 16);
+  EXPECT_FALSE(two.rolling);
+  EXPECT_EQ(two.buffers, 2);
+  EXPECT_EQ(two.smem, size_t{2 * StagedPolicy::rolling_row_bytes});
 
   const Staging residual = plan(240, 16384, 2, 2, 16);
-  EXPECT_EQ(residual.cluster, 1);
+  EXPECT_FALSE(residual.rolling);
+  EXPECT_EQ(residual.buffers, 2);
   EXPECT_EQ(residual.smem, size_t{2 * 64 * kKiB});
-
-  const Staging no_clusters = plan(240, 32768, 2, 1, 1);
-  EXPECT_EQ(no_clusters.cluster, 1);
-  EXPECT_EQ(no_clusters.buffers, 2);
-  EXPECT_EQ(no_clusters.smem, size_t{2 * 64 * kKiB});
 }
 
 // Invariants over lengths past 64 KiB: the slices cover the row with none empty, each a whole

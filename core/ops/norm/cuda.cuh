@@ -1564,8 +1564,8 @@ bool launch_staged(const Plan& p, int32_t device, cudaStream_t stream) {
     if (sizeof(S) == 2 && row_bytes <= (p.residual.data ? 16 : 32) * 1024) return false;
     // f32 rows of 8193..16384 without a residual run cached (512 threads a row). 16-bit rows of
     // the same bytes (16385..32768 elements) are longer than any cached policy holds and are
-    // staged, one block a row (two past rows::StagedPolicy::split_row_bytes, where clusters are
-    // available): left out here they fell to the streaming kernel (H200 sweep,
+    // staged, one block a row (in one rolling buffer: rows::StagedPolicy::rolling_row_bytes):
+    // left out here they fell to the streaming kernel (H200 sweep,
     // 2026-11-29 21:58Z, bf16 rows of 20000: layer norm 9.3 %, RMS norm 11.7 % of copy).
     if (sizeof(S) == 4 && !p.residual.data && row_bytes > 32 * 1024 &&
         row_bytes <= rows::StagedPolicy::slice_bytes)
@@ -1616,17 +1616,16 @@ bool launch_shifted(const Plan& p, int32_t device, cudaStream_t stream) {
     constexpr int64_t V = 16 / sizeof(S);
     rows::Walk whole = p.walk;
     whole.row_length = (whole.row_length + V - 1) / V * V;
-    // The layer norm's 16-bit rows staged whole by one block (up to 64 KiB; up to
-    // StagedPolicy::split_row_bytes where clusters split the longer ones) keep the streaming
-    // kernel: kf-bench, H200 2026-12-02 02:16Z, against it in the same call (two passes), % of
-    // copy, rows of 20001 / 30522 / 32001 in one block: f16 36.3 / 32.5 / 34.4 -> 35.2 / 28.0 /
+    // The layer norm's 16-bit rows of up to 56 KiB keep the streaming kernel: kf-bench, H200
+    // 2026-12-02 02:16Z, against it in the same call (two passes), % of copy, rows of 20001 /
+    // 30522 / 32001 staged by one block in two buffers: f16 36.3 / 32.5 / 34.4 -> 35.2 / 28.0 /
     // 29.3, bf16 30.6 / 30.7 / 28.9 -> 34.5 / 27.7 / 29.0. The RMS norm's gained there (f16 40.5
-    // / 35.9 / 37.6 -> 47.4 / 38.7 / 39.9), as did every longer row. Split in two (04:09Z),
-    // rows of 30522 gained: f16 32.5 -> 36.1, bf16 30.7 -> 35.7.
+    // / 35.9 / 37.6 -> 47.4 / 38.7 / 39.9), as did every longer row. Staged in one rolling
+    // buffer (StagedPolicy::rolling_row_bytes), the rows of 30522 reached f16 42.4, bf16 41.8
+    // (04:41Z; the streaming kernel had 32.5 / 30.7 at 04:09Z). The rows of 20001 were not
+    // measured so.
     const int64_t row_bytes = whole.row_length * int64_t{sizeof(S)};
-    if (sizeof(S) == 2 && p.kind == Kind::layer && row_bytes <= rows::StagedPolicy::slice_bytes &&
-        (row_bytes <= rows::StagedPolicy::split_row_bytes || cuda::compute_major(device) < 9))
-      return false;
+    if (sizeof(S) == 2 && p.kind == Kind::layer && row_bytes <= 56 * 1024) return false;
     const int inputs = p.residual.data ? 2 : 1;
     return rows::stage_and_launch<
         staged_kernel<S, false, false, false, true>,

@@ -10,7 +10,7 @@
 // Regimes, chosen on the host by plan_staging (each family decides where staging is used):
 //  - rows of up to 6 KiB: a tile of ~16 KiB of rows per buffer, 1..32 lanes per row;
 //  - rows of up to 64 KiB: the whole block per row, a tile of one or more rows; rows of one
-//    operand past 56 KiB (StagedPolicy::split_row_bytes) take a cluster of two, as below;
+//    operand past 32 KiB in one buffer, rolling as below (StagedPolicy::rolling_row_bytes);
 //  - longer rows: a thread-block cluster per row (sm_90), each block staging a 64 KiB (or
 //    128 KiB) slice, one buffer; the row's statistics are combined through distributed shared
 //    memory. The clusters stay resident and walk the rows; each thread stages its own slots of

@@ -15,21 +15,26 @@ struct StagedPolicy {
   static constexpr int64_t group_row_bytes = 6 * 1024;      // longest row a warp (or less) takes
   static constexpr int64_t slice_bytes = 64 * 1024;         // staged per block for long rows
   static constexpr int64_t large_slice_bytes = 128 * 1024;  // when 64 KiB slices need > max
-  // Rows of one operand (no residual) longer than this, up to slice_bytes, take a cluster of two
-  // blocks of 32 KiB slices, one buffer each, rolling, where clusters are available. Staged whole
-  // in one block, their two buffers (2 x 56..64 KiB) leave one block an SM (228 KiB of shared
-  // memory on sm_90), so an SM has at most one row's bytes in flight; three clustered blocks an
-  // SM (the staged kernels' register bound) hold about one and a half. kf-bench on an H200
-  // (2026-12-02 04:09Z, same calls, two passes each), % of copy, one block -> a cluster of two:
-  // 16-bit rows of 32000, softmax f16 / bf16 64.6 / 62.5 -> 74.5 / 72.0, layer norm 49.2 / 46.2
-  // -> 62.5 / 57.3, RMS norm (bf16) 67.2 -> 69.8; the shifted rows of 30522, softmax 45.5 / 44.9
-  // -> 58.7 / 56.7, RMS norm 38.9 / 38.5 -> 49.0 / 49.0. The f16 RMS norm's weight, resident in
-  // the split (four 16 KiB slices of x beside the weight's), lost (68.9 -> 64.2), and is not kept
-  // there: read from L2, 69.8 (04:21Z). Shorter rows lose with the split: one block
-  // of two 40000-byte buffers (16-bit rows of 20000) keeps two an SM, and splitting them lost
-  // 9..18 points (softmax f16 80.0 -> 69.3, RMS norm 75.3 -> 57.4); split at 16 KiB, the norms'
-  // f32 rows of 6144 went from 81 to 56..67.
-  static constexpr int64_t split_row_bytes = 56 * 1024;
+  // Rows of one operand (no residual) longer than this, up to slice_bytes, are staged by one
+  // block in one buffer, rolling (for_each_tile: each thread restages its slots of the next row
+  // as soon as it is done with them), not in two: two buffers of 32..64 KiB leave one or two
+  // blocks an SM (228 KiB of shared memory on sm_90), one buffer three (the staged kernels'
+  // register bound), so that an SM has more rows' bytes in flight. kf-bench on an H200
+  // (2026-12-02, same calls, two passes each), 16-bit rows, % of copy, f16 / bf16:
+  //  - two buffers -> a cluster of two blocks of 32 KiB slices, one rolling buffer each (04:09Z):
+  //    rows of 32000, softmax 64.6 / 62.4 -> 74.5 / 72.0, layer norm 49.2 / 46.2 -> 62.5 / 57.4;
+  //    rows of 20000 lost 9..18 points (softmax f16 80.0 -> 69.3, RMS norm 75.3 -> 57.4);
+  //  - that cluster -> one block, one rolling buffer (04:41Z): rows of 32000, softmax 74.6 / 72.4
+  //    -> 77.9 / 75.4, layer norm 62.2 / 57.4 -> 68.1 / 67.8, RMS norm 69.6 / 69.7 -> 71.4 /
+  //    70.4; the shifted rows of 30522, softmax 59.0 / 56.7 -> 66.9 / 63.6, layer norm 36.3 /
+  //    35.9 -> 42.4 / 41.8, RMS norm 49.2 / 49.4 -> 56.0 / 54.2;
+  //  - two buffers -> one rolling buffer (04:41Z): rows of 24000, softmax 78.7 / 75.3 -> 80.7 /
+  //    77.4, layer norm 62.4 / 61.4 -> 74.8 / 68.2, RMS norm 70.1 / 68.9 -> 75.6 / 81.2; rows of
+  //    20000, softmax 79.6 / 75.6 -> 78.9 / 77.8, layer norm 61.5 / 60.9 -> 70.9 / 66.6, RMS
+  //    norm 75.0 / 73.1 -> 76.0 / 78.4.
+  // Shorter rows keep two buffers: the f32 rows of 16..32 KiB that are staged (the norms' 4097..
+  // 8192) were not measured rolling.
+  static constexpr int64_t rolling_row_bytes = 32 * 1024;
   static constexpr int max_portable_cluster = 8;
   static constexpr int max_cluster = 16;  // non-portable; used when the device can hold one
   // Whether the clustered kernels of storage type S restage the next row inside the output pass
@@ -62,8 +67,7 @@ struct Staging {
 // operands staged (x, and a residual). max_cluster: the largest cluster the kernel may use (1
 // where clusters are not available). resident: per-column operands (of n elements, the same
 // for every row) the clustered kernel would keep in shared memory; as many of them as fit
-// 64 KiB slices in max_cluster blocks are planned (Staging::resident), none where none fits,
-// and none for the rows of one operand split past StagedPolicy::split_row_bytes.
+// 64 KiB slices in max_cluster blocks are planned (Staging::resident), none where none fits.
 // Returns false when the rows cannot be staged: the length does not fill whole 16-byte vectors,
 // or a row needs more than max_cluster slices.
 inline bool plan_staging(int64_t rows, int64_t n, int element_bytes, int inputs, int max_cluster,
@@ -72,10 +76,8 @@ inline bool plan_staging(int64_t rows, int64_t n, int element_bytes, int inputs,
   const int64_t vec = 16 / element_bytes;
   if (n % vec != 0) return false;
   const int64_t row_bytes = n * element_bytes * inputs;
-  const bool split = inputs == 1 && max_cluster > 1 && row_bytes > P::split_row_bytes &&
-                     row_bytes <= P::slice_bytes;
   Staging g;
-  if (row_bytes <= P::slice_bytes && !split) {
+  if (row_bytes <= P::slice_bytes) {
     g.slice = n;
     g.rows_per_tile = static_cast<int>(row_bytes < P::tile_bytes ? P::tile_bytes / row_bytes : 1);
     if (row_bytes <= P::group_row_bytes) {
@@ -90,13 +92,17 @@ inline bool plan_staging(int64_t rows, int64_t n, int element_bytes, int inputs,
       g.group = P::threads;
     }
     g.buffers = 2;
+    if (inputs == 1 && row_bytes > P::rolling_row_bytes) {  // one row a tile (> tile_bytes)
+      g.buffers = 1;
+      g.rolling = true;
+    }
     const int64_t tiles = (rows + g.rows_per_tile - 1) / g.rows_per_tile;
     g.grid = static_cast<unsigned>(tiles < (int64_t{1} << 20) ? tiles : (int64_t{1} << 20));
   } else {
-    int64_t budget = split ? P::slice_bytes / 2 : P::slice_bytes;
+    int64_t budget = P::slice_bytes;
     int64_t blocks = (row_bytes + budget - 1) / budget;
     int64_t limit = max_cluster;
-    for (int k = split ? 0 : resident; k > 0; --k) {
+    for (int k = resident; k > 0; --k) {
       const int64_t with = (n * element_bytes * (inputs + k) + budget - 1) / budget;
       if (with <= limit) {
         blocks = with;

@@ -1102,8 +1102,8 @@ bool launch_staged(const Plan& p, int32_t device, cudaStream_t stream) {
     // 2026-11-26): for shorter rows the register-cached kernel was faster in the same run at
     // every length measured (f32 and bf16, 64..16384: by 15..55 %).
     // Rows the register-cached kernel holds (16384 elements: 64 KiB of f32, 32 KiB of 16-bit
-    // data) are not staged; 16-bit rows of 16385..32768 are, one block a row (two past
-    // rows::StagedPolicy::split_row_bytes, where clusters are available; they fell to the
+    // data) are not staged; 16-bit rows of 16385..32768 are, one block a row in one
+    // rolling buffer (rows::StagedPolicy::rolling_row_bytes; they fell to the
     // streaming kernel before: H200 sweep, 2026-11-29 21:58Z, bf16 rows of 20000 at 12.7 % of
     // copy).
     if (p.walk.row_length <= rows::kMaxTileRow) return false;
