@@ -890,9 +890,8 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
     return static_cast<const S*>(t.data) + rows::row_offset_cold(w, t, row);
   };
   // kShifted: the staged columns of this block's slice of a row of `head` head columns.
-  const auto staged_cols = [&](int head) -> int {
-    const int64_t left = n - head - first_col;
-    return static_cast<int>(left <= 0 ? 0 : left < g.slice ? left : g.slice);
+  const auto staged_cols = [&](int head) {
+    return rows::shifted_slice_columns(n, head, first_col, g.slice);
   };
   const auto stage = [&](int64_t tile, int buffer) {
     const int64_t row0 = tile * g.rows_per_tile;

@@ -92,6 +92,15 @@ __device__ __forceinline__ void stage_row(S* dst, int cols, const S* src) {
     stage_vector(dst, src, c, cols);
 }
 
+// The staged columns of a block's slice (from column first_col, at most `slice` of them) of a row
+// of n columns with `head` columns before its first 16-byte boundary (head_columns), staged from
+// that boundary: 0 for a slice past the row's end.
+__device__ __forceinline__ int shifted_slice_columns(int64_t n, int head, int64_t first_col,
+                                                     int64_t slice) {
+  const int64_t left = n - head - first_col;
+  return static_cast<int>(left <= 0 ? 0 : left < slice ? left : slice);
+}
+
 // Calls fn(at, value) for one thread's columns of a shifted staged row outside its whole staged
 // vectors: `part` columns of the partial vector after the `seen` staged ones (values part_v, at
 // seen + e) and `head_here` columns before the row's first 16-byte boundary (values head_v, at

@@ -715,9 +715,8 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
     return static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, row);
   };
   // kShifted: the staged columns of this block's slice of a row of `head` head columns.
-  const auto staged_cols = [&](int head) -> int {
-    const int64_t left = n - head - first_col;
-    return static_cast<int>(left <= 0 ? 0 : left < g.slice ? left : g.slice);
+  const auto staged_cols = [&](int head) {
+    return rows::shifted_slice_columns(n, head, first_col, g.slice);
   };
   // Columns of this block's slice of `row` left visible by the causal rule, in whole vectors (the
   // whole slice without it): the hidden ones, about half of a causal row, are neither staged nor
