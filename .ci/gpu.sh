@@ -10,7 +10,9 @@
 #   (and ctest_verbose.log, the tests' own output, when a test failed)
 # Every step runs even when an earlier one failed (a failed build stops only what needs it);
 # the exit status is non-zero if any step failed. Made to fit one 10-minute call on a lent
-# H100/H200 with 16 cores, the build included.
+# H100/H200 with 16 cores, the build included. Until the last step rewrites it, summary.txt
+# gathers each step's line and each sanitizer run's line as they end, and ctest.log grows as
+# the tests end: a run cut off by the call's limit still shows how far it got and what it took.
 set -uo pipefail  # no -e: each step's status is recorded and the next step still runs
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -30,8 +32,9 @@ echo "started $(date -u +%Y-%m-%dT%H:%M:%SZ), incomplete: the run ended before i
 STEPS=()
 FAILED=0
 section() { printf '\n==================== %s ====================\n' "$*"; }
-record() {  # record NAME RC [NOTE]
+record() {  # record NAME RC [NOTE]; the line goes to the summary at once, for a run cut off
   STEPS+=("$(printf '%-30s %s %s' "$1" "$([[ $2 == 0 ]] && echo ok || echo "FAILED (exit $2)")" "${3:-}")")
+  echo "${STEPS[-1]} (at ${SECONDS}s)" >>"$OUT/summary.txt"
   [[ $2 == 0 ]] || FAILED=1
 }
 
@@ -81,11 +84,16 @@ if [[ -n $SANITIZER ]] && ((build_rc == 0)); then
   mapfile -t cuda_tests < <(find "$BUILD/tests" -type f -perm -u+x -name '*_cuda' | sort)
   # One entry per run: SHARDS TOOL BINARY [ARGS...] (SHARDS > 1: a GoogleTest shard, see below).
   # The longest runs go first, so that none starts late and ends the step: memcheck over the row
-  # kernels' tests (172 s and 96 s at 2026-11-30 12:21Z, unsharded, as the 35th and 39th of 41
-  # runs), then racecheck (shared-memory hazards) over the op tests, the row kernels' tests in
-  # eight shards each, then the other memcheck runs.
+  # kernels' tests in four shards each (172 s and 96 s at 2026-11-30 12:21Z unsharded, and more
+  # since: the whole proof no longer fit one call at 2026-12-02 05:59Z), then racecheck
+  # (shared-memory hazards) over the op tests, the row kernels' tests in eight shards each, then
+  # the other memcheck runs.
   row_tests() { [[ $1 == */ops/norm_* || $1 == */ops/softmax_* ]]; }
-  for bin in "${cuda_tests[@]}"; do row_tests "$bin" && san_runs+=("- memcheck $bin"); done
+  for bin in "${cuda_tests[@]}"; do
+    if row_tests "$bin"; then
+      for shard in 0 1 2 3; do san_runs+=("$shard/4 memcheck $bin"); done
+    fi
+  done
   for bin in "${cuda_tests[@]}"; do
     if row_tests "$bin"; then
       for shard in 0 1 2 3 4 5 6 7; do san_runs+=("$shard/8 racecheck $bin"); done
@@ -102,14 +110,18 @@ if [[ -n $SANITIZER ]] && ((build_rc == 0)); then
   # *Huge* (tens of GB of device memory, e.g. Dropout.HugeTensorIndexedIn64Bits) run in ctest
   # only: under the sanitizer they would take the step's time and, ten at once, the memory.
   for i in "${!san_runs[@]}"; do printf '%s %s\n' "$i" "${san_runs[$i]}"; done |
-    GTEST_FILTER='-*Huge*' SANITIZER=$SANITIZER SAN_DIR=$SAN_DIR xargs -P "$SAN_JOBS" -L 1 bash -c '
+    GTEST_FILTER='-*Huge*' SANITIZER=$SANITIZER SAN_DIR=$SAN_DIR OUT=$OUT xargs -P "$SAN_JOBS" -L 1 bash -c '
       i=$1 shard=$2 tool=$3 bin=$4; shift 4
       if [[ $shard != - ]]; then
         export GTEST_SHARD_INDEX=${shard%/*} GTEST_TOTAL_SHARDS=${shard#*/}
       fi
       timeout 420 "$SANITIZER" --tool "$tool" --error-exitcode 99 --print-limit 100 \
         --report-api-errors no "$bin" "$@" >"$SAN_DIR/$i.log" 2>&1
-      echo $? >"$SAN_DIR/$i.rc"' _ &
+      rc=$?
+      echo $rc >"$SAN_DIR/$i.rc"
+      echo $SECONDS >"$SAN_DIR/$i.s"
+      echo "  sanitizer run $i ($tool ${bin##*/} $* shard $shard) ended: exit $rc, ${SECONDS}s" \
+        >>"$OUT/summary.txt"' _ &
   san_pid=$!
   san_start=$SECONDS
 fi
@@ -118,16 +130,21 @@ if ((build_rc == 0)) && [[ -f $BUILD/CTestTestfile.cmake ]]; then
   section "ctest (whole suite, CUDA live)"
   start=$SECONDS
   # The CPU tests run one CTest test per test case; each CUDA test binary is one CTest test
-  # (KF_CUDA_TESTS_PER_BINARY, --gtest_brief), its GoogleTest counts read from the verbose log.
-  (cd "$BUILD" && ctest -j "$JOBS" -V --timeout 400) >"$BUILD/ctest_verbose.log" 2>&1
-  ctest_rc=$?
-  grep -vE '^[0-9]+: ' "$BUILD/ctest_verbose.log" | tee "$OUT/ctest.log"
+  # (KF_CUDA_TESTS_PER_BINARY, --gtest_brief), or several, NAME.IofN, each a GoogleTest shard;
+  # the GoogleTest counts are read from the verbose log and summed over a binary's shards.
+  # ctest.log (the verbose log less the tests' own lines) is written as the tests end.
+  (cd "$BUILD" && ctest -j "$JOBS" -V --timeout 400) 2>&1 | tee "$BUILD/ctest_verbose.log" |
+    grep --line-buffered -vE '^[0-9]+: ' >"$OUT/ctest.log"
+  ctest_rc=${PIPESTATUS[0]}
+  cat "$OUT/ctest.log"
   ((ctest_rc == 0)) || cp "$BUILD/ctest_verbose.log" "$OUT/ctest_verbose.log"  # the failures' output
-  awk '/^ *Start +[0-9]+: / { id = $2; sub(":", "", id); name[id] = $3 }
+  awk '/^ *Start +[0-9]+: / { id = $2; sub(":", "", id); t = $3; sub(/\.[0-9]+of[0-9]+$/, "", t); name[id] = t }
        /^[0-9]+: \[  (PASSED|SKIPPED|FAILED)  ?\] [0-9]+ tests?[.,]/ {
-         id = $1; sub(":", "", id)
-         if (name[id] ~ /_cuda$/) counts[name[id]] = counts[name[id]] sprintf(" %s %s,", $5, tolower($3)) }
-       END { for (t in counts) { c = counts[t]; sub(/,$/, "", c); printf "  %-28s%s\n", t, c } }' \
+         id = $1; sub(":", "", id); t = name[id]; kind = tolower($3)
+         if (t ~ /_cuda$/) { if (!((t, kind) in n)) order[t] = order[t] " " kind; n[t, kind] += $5 } }
+       END { for (t in order) { c = ""; k = split(order[t], kinds, " ")
+               for (j = 1; j <= k; j++) c = c sprintf(" %d %s,", n[t, kinds[j]], kinds[j])
+               sub(/,$/, "", c); printf "  %-28s%s\n", t, c } }' \
     "$BUILD/ctest_verbose.log" | sort >"$BUILD/cuda_tests.txt"
   # The Python frontend's pytest runs: their summary lines ("N passed, M skipped in T s").
   awk '/^ *Start +[0-9]+: python_frontend_/ { id = $2; sub(":", "", id); name[id] = $3 }
@@ -156,10 +173,11 @@ else
     what="${bin#"$BUILD"/}${args:+ $args}"
     [[ $shard != - ]] && what+=" (shard $shard)"
     rc=$(cat "$SAN_DIR/$i.rc" 2>/dev/null || echo "?")
+    took=$(cat "$SAN_DIR/$i.s" 2>/dev/null || echo "?")
     { echo "---- $tool: $what"; cat "$SAN_DIR/$i.log" 2>/dev/null; } >>"$OUT/sanitizer.log"
     # memcheck ends with "ERROR SUMMARY: N errors", racecheck with "RACECHECK SUMMARY: ... (N errors, ...)".
     errors=$(grep -oE 'ERROR SUMMARY: [0-9]+|\([0-9]+ errors' "$SAN_DIR/$i.log" 2>/dev/null | tail -n 1 | grep -oE '[0-9]+')
-    SANITIZER_LINES+=("$(printf '  %-10s %-56s %s errors, exit %s' "$tool" "$what" "${errors:-?}" "$rc")")
+    SANITIZER_LINES+=("$(printf '  %-10s %-56s %s errors, exit %s, %ss' "$tool" "$what" "${errors:-?}" "$rc" "$took")")
     [[ $rc == 0 && ${errors:-x} == 0 ]] || sanitizer_rc=1
   done
   printf '%s\n' "${SANITIZER_LINES[@]}"
