@@ -13,20 +13,33 @@
 # H100/H200 with 16 cores, the build included. Until the last step rewrites it, summary.txt
 # gathers each step's line and each sanitizer run's line as they end, and ctest.log grows as
 # the tests end: a run cut off by the call's limit still shows how far it got and what it took.
+# KF_GPU_STEPS (a comma list of bench, ctest and sanitizer; default all three) runs only some
+# steps after the build, for a proof in two calls where one call is too short (2026-12-02:
+# KF_GPU_STEPS=bench,ctest, then KF_GPU_STEPS=sanitizer); the summary then says "partial".
 set -uo pipefail  # no -e: each step's status is recorded and the next step still runs
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 OUT=${OUT:-$PWD/build/gpu/out}
-BUILD=build/gpu
+BUILD=${KF_GPU_BUILD:-build/gpu}  # another build directory only for trying the script itself
 JOBS=${JOBS:-16}
 BENCH_ARGS=${KF_BENCH_ARGS:-}  # extra kf-bench options, e.g. "--all-acts --dtypes f32,f16,bf16,f64"
+WANTED=${KF_GPU_STEPS:-bench,ctest,sanitizer}
+for step in ${WANTED//,/ }; do
+  case $step in
+    bench | ctest | sanitizer) ;;
+    *) echo "gpu.sh: KF_GPU_STEPS names '$step'; the steps are bench, ctest and sanitizer" >&2; exit 2 ;;
+  esac
+done
+want() { [[ ",$WANTED," == *",$1,"* ]]; }
+PARTIAL=
+want bench && want ctest && want sanitizer || PARTIAL="partial proof: KF_GPU_STEPS=$WANTED"
 mkdir -p "$OUT"
 # Nothing of an earlier run may pass for this one's: the logs, the test counts and the sanitizer
 # results are cleared first, and the summary says "incomplete" until the last step rewrites it.
 rm -f "$OUT"/{gpu.txt,build.log,bench.log,bench.json,ctest.log,ctest_verbose.log,sanitizer.log} \
   "$BUILD"/{cuda_tests.txt,ctest_verbose.log}
 echo "started $(date -u +%Y-%m-%dT%H:%M:%SZ), incomplete: the run ended before its summary" \
-  >"$OUT/summary.txt"
+  "${PARTIAL:+($PARTIAL)}" >"$OUT/summary.txt"
 [[ -d /usr/local/cuda/bin ]] && export PATH="$PATH:/usr/local/cuda/bin"
 
 STEPS=()
@@ -36,6 +49,10 @@ record() {  # record NAME RC [NOTE]; the line goes to the summary at once, for a
   STEPS+=("$(printf '%-30s %s %s' "$1" "$([[ $2 == 0 ]] && echo ok || echo "FAILED (exit $2)")" "${3:-}")")
   echo "${STEPS[-1]} (at ${SECONDS}s)" >>"$OUT/summary.txt"
   [[ $2 == 0 ]] || FAILED=1
+}
+skipped() {  # skipped NAME: a step that KF_GPU_STEPS leaves out (neither ok nor failed)
+  STEPS+=("$(printf '%-30s %s' "$1" "not run (KF_GPU_STEPS=$WANTED)")")
+  echo "${STEPS[-1]}" >>"$OUT/summary.txt"
 }
 
 section "GPU"
@@ -61,7 +78,9 @@ record "build" $build_rc "($((SECONDS - start))s)"
 
 section "kf-bench (--suite all; alone on the GPU)"
 start=$SECONDS
-if ((build_rc == 0)) && [[ -x $BUILD/bench/kf-bench ]]; then
+if ! want bench; then
+  skipped "kf-bench"
+elif ((build_rc == 0)) && [[ -x $BUILD/bench/kf-bench ]]; then
   # shellcheck disable=SC2086  # BENCH_ARGS is a list of options
   "$BUILD/bench/kf-bench" --cuda --suite all --json "$OUT/bench.json" $BENCH_ARGS 2>&1 | tee "$OUT/bench.log"
   bench_rc=$?
@@ -79,7 +98,7 @@ SAN_DIR=$BUILD/sanitizer
 : >"$OUT/sanitizer.log"
 san_runs=()
 san_pid=
-if [[ -n $SANITIZER ]] && ((build_rc == 0)); then
+if want sanitizer && [[ -n $SANITIZER ]] && ((build_rc == 0)); then
   rm -rf "$SAN_DIR" && mkdir -p "$SAN_DIR"
   mapfile -t cuda_tests < <(find "$BUILD/tests" -type f -perm -u+x -name '*_cuda' | sort)
   # One entry per run: SHARDS TOOL BINARY [ARGS...] (SHARDS > 1: a GoogleTest shard, see below).
@@ -126,7 +145,9 @@ if [[ -n $SANITIZER ]] && ((build_rc == 0)); then
   san_start=$SECONDS
 fi
 
-if ((build_rc == 0)) && [[ -f $BUILD/CTestTestfile.cmake ]]; then
+if ! want ctest; then
+  skipped "ctest"
+elif ((build_rc == 0)) && [[ -f $BUILD/CTestTestfile.cmake ]]; then
   section "ctest (whole suite, CUDA live)"
   start=$SECONDS
   # The CPU tests run one CTest test per test case; each CUDA test binary is one CTest test
@@ -161,7 +182,9 @@ fi
 
 section "compute-sanitizer"
 SANITIZER_LINES=()
-if [[ -z $SANITIZER ]]; then
+if ! want sanitizer; then
+  skipped "compute-sanitizer"
+elif [[ -z $SANITIZER ]]; then
   record "compute-sanitizer" 1 "(compute-sanitizer not found)"
 elif ((build_rc != 0)); then
   record "compute-sanitizer" 1 "(not run: the build failed)"
@@ -181,11 +204,12 @@ else
     [[ $rc == 0 && ${errors:-x} == 0 ]] || sanitizer_rc=1
   done
   printf '%s\n' "${SANITIZER_LINES[@]}"
-  record "compute-sanitizer" $sanitizer_rc "($((SECONDS - san_start))s beside ctest, ${#san_runs[@]} runs over ${#cuda_tests[@]} CUDA test binaries and kf-bench, $SAN_JOBS at once)"
+  record "compute-sanitizer" $sanitizer_rc "($((SECONDS - san_start))s$(want ctest && echo " beside ctest"), ${#san_runs[@]} runs over ${#cuda_tests[@]} CUDA test binaries and kf-bench, $SAN_JOBS at once)"
 fi
 
 section "summary"
 {
+  [[ -n $PARTIAL ]] && echo "$PARTIAL: the steps left out are in the other call's summary"
   echo "kf-bench:"
   sed -n '/^kf-bench:/,$p' "$OUT/bench.log" 2>/dev/null
   echo
