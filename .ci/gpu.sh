@@ -4,7 +4,7 @@
 # Builds for sm_90 (Release, Ninja) in build/gpu; runs kf-bench --suite all alone on the GPU;
 # then the whole CTest suite with the CUDA tests live while compute-sanitizer runs beside it
 # (memcheck over every CUDA test binary and kf-bench --quick, racecheck over the op tests;
-# SAN_JOBS runs at once, default 10). The benchmark comes first so that a run cut off by a time
+# SAN_JOBS runs at once, default 10, or JOBS without ctest beside them). The benchmark comes first so that a run cut off by a time
 # limit still has its numbers. Logs go to $OUT (default build/gpu/out):
 #   gpu.txt  build.log  bench.log  bench.json  ctest.log  sanitizer.log  summary.txt
 #   (and ctest_verbose.log, the tests' own output, when a test failed)
@@ -16,6 +16,9 @@
 # KF_GPU_STEPS (a comma list of bench, ctest and sanitizer; default all three) runs only some
 # steps after the build, for a proof in two calls where one call is too short (2026-12-02:
 # KF_GPU_STEPS=bench,ctest, then KF_GPU_STEPS=sanitizer); the summary then says "partial".
+# KF_GPU_SAN_PART=I/N runs only the sanitizer runs whose place in the list is I modulo N, for a
+# sanitizer step split over N calls. A warm machine keeps build/gpu between calls, so a later
+# call's build is only a check.
 set -uo pipefail  # no -e: each step's status is recorded and the next step still runs
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -33,6 +36,13 @@ done
 want() { [[ ",$WANTED," == *",$1,"* ]]; }
 PARTIAL=
 want bench && want ctest && want sanitizer || PARTIAL="partial proof: KF_GPU_STEPS=$WANTED"
+SAN_PART=${KF_GPU_SAN_PART:-0/1}
+if [[ ! $SAN_PART =~ ^([0-9]+)/([1-9][0-9]*)$ ]] || ((BASH_REMATCH[1] >= BASH_REMATCH[2])); then
+  echo "gpu.sh: KF_GPU_SAN_PART is '$SAN_PART'; it reads I/N with 0 <= I < N" >&2
+  exit 2
+fi
+SAN_I=${BASH_REMATCH[1]} SAN_N=${BASH_REMATCH[2]}
+((SAN_N > 1)) && PARTIAL="partial proof: KF_GPU_STEPS=$WANTED, KF_GPU_SAN_PART=$SAN_PART"
 mkdir -p "$OUT"
 # Nothing of an earlier run may pass for this one's: the logs, the test counts and the sanitizer
 # results are cleared first, and the summary says "incomplete" until the last step rewrites it.
@@ -93,7 +103,7 @@ fi
 # runs: neither is timed. Each run's output and exit status land in $SAN_DIR, named by its
 # position in the list; the step's lines are printed once ctest is done.
 SANITIZER=$(command -v compute-sanitizer || true)
-SAN_JOBS=${SAN_JOBS:-10}
+SAN_JOBS=${SAN_JOBS:-$(want ctest && echo 10 || echo "$JOBS")}
 SAN_DIR=$BUILD/sanitizer
 : >"$OUT/sanitizer.log"
 san_runs=()
@@ -128,7 +138,9 @@ if want sanitizer && [[ -n $SANITIZER ]] && ((build_rc == 0)); then
   # and the library turns every failing CUDA call into a kf error the tests check. Tests named
   # *Huge* (tens of GB of device memory, e.g. Dropout.HugeTensorIndexedIn64Bits) run in ctest
   # only: under the sanitizer they would take the step's time and, ten at once, the memory.
-  for i in "${!san_runs[@]}"; do printf '%s %s\n' "$i" "${san_runs[$i]}"; done |
+  for i in "${!san_runs[@]}"; do
+    ((i % SAN_N == SAN_I)) && printf '%s %s\n' "$i" "${san_runs[$i]}"
+  done |
     GTEST_FILTER='-*Huge*' SANITIZER=$SANITIZER SAN_DIR=$SAN_DIR OUT=$OUT xargs -P "$SAN_JOBS" -L 1 bash -c '
       i=$1 shard=$2 tool=$3 bin=$4; shift 4
       if [[ $shard != - ]]; then
@@ -191,7 +203,10 @@ elif ((build_rc != 0)); then
 else
   wait "$san_pid"
   sanitizer_rc=0
+  san_count=0
   for i in "${!san_runs[@]}"; do
+    ((i % SAN_N == SAN_I)) || continue
+    san_count=$((san_count + 1))
     read -r shard tool bin args <<<"${san_runs[$i]}"
     what="${bin#"$BUILD"/}${args:+ $args}"
     [[ $shard != - ]] && what+=" (shard $shard)"
@@ -204,12 +219,12 @@ else
     [[ $rc == 0 && ${errors:-x} == 0 ]] || sanitizer_rc=1
   done
   printf '%s\n' "${SANITIZER_LINES[@]}"
-  record "compute-sanitizer" $sanitizer_rc "($((SECONDS - san_start))s$(want ctest && echo " beside ctest"), ${#san_runs[@]} runs over ${#cuda_tests[@]} CUDA test binaries and kf-bench, $SAN_JOBS at once)"
+  record "compute-sanitizer" $sanitizer_rc "($((SECONDS - san_start))s$(want ctest && echo " beside ctest"), $san_count of ${#san_runs[@]} runs over ${#cuda_tests[@]} CUDA test binaries and kf-bench, $SAN_JOBS at once)"
 fi
 
 section "summary"
 {
-  [[ -n $PARTIAL ]] && echo "$PARTIAL: the steps left out are in the other call's summary"
+  [[ -n $PARTIAL ]] && echo "$PARTIAL: what this call left out is in the other calls' summaries"
   echo "kf-bench:"
   sed -n '/^kf-bench:/,$p' "$OUT/bench.log" 2>/dev/null
   echo
