@@ -4,13 +4,14 @@
 # Builds for sm_90 (Release, Ninja) in build/gpu; runs kf-bench --suite all alone on the GPU;
 # then the whole CTest suite with the CUDA tests live while compute-sanitizer runs beside it
 # (memcheck over every CUDA test binary and kf-bench --quick, racecheck over the op tests;
-# SAN_JOBS runs at once, default 10, or JOBS without ctest beside them). The benchmark comes first so that a run cut off by a time
-# limit still has its numbers. Logs go to $OUT (default build/gpu/out):
+# SAN_JOBS runs at once, default 10, or JOBS without ctest beside them). The benchmark comes
+# first so that a run cut off by a time limit still has its numbers. Logs go to $OUT (default build/gpu/out):
 #   gpu.txt  build.log  bench.log  bench.json  ctest.log  sanitizer.log  summary.txt
 #   (and ctest_verbose.log, the tests' own output, when a test failed)
 # Every step runs even when an earlier one failed (a failed build stops only what needs it);
-# the exit status is non-zero if any step failed. Made to fit one 10-minute call on a lent
-# H100/H200 with 16 cores, the build included. Until the last step rewrites it, summary.txt
+# the exit status is non-zero if any step failed. Made for one 10-minute call on a lent
+# H100/H200 with 16 cores, the build included; since 2026-12-02 the whole takes longer than that
+# there (ctest ended at 538 s, 12 sanitizer runs still due), hence KF_GPU_STEPS below. Until the last step rewrites it, summary.txt
 # gathers each step's line and each sanitizer run's line as they end, and ctest.log grows as
 # the tests end: a run cut off by the call's limit still shows how far it got and what it took.
 # KF_GPU_STEPS (a comma list of bench, ctest and sanitizer; default all three) runs only some
