@@ -512,6 +512,10 @@ TEST_P(NormTest, LongRowsOffTheirVectors) {
   // More rows than the GPU holds blocks (16-bit rows of 30522: one an SM) or clusters at once.
   check_layer_norm(cuda ? 240 : 3, 50257, true, KF_ACTIVATION_GELU, salt += 3);
   check_rms_norm(cuda ? 240 : 3, 30522, true, true, KF_ACTIVATION_SILU, salt += 3);
+  // 16-bit rows of 32..56 KiB in one rolling buffer a block: more rows than blocks fit at once
+  // (three an SM), so that each block restages a next row while it finishes one.
+  check_layer_norm(cuda ? 420 : 3, 20001, true, KF_ACTIVATION_GELU, salt += 3);
+  check_layer_norm(cuda ? 420 : 3, 27001, false, KF_ACTIVATION_NONE, salt += 3, 1e4, 1.0);
   check_layer_norm(8, 50257, false, KF_ACTIVATION_NONE, salt += 3, 1e4, 1.0);
   check_layer_norm(8, 30522, true, KF_ACTIVATION_NONE, salt += 3, 1e4, 1.0);
   for (int64_t offset : {1, 3}) {

@@ -8,7 +8,10 @@
 //    f32 rows of more than 16 KiB up to 32 KiB (up to 64 KiB with a residual) and 16-bit rows
 //    past 16 KiB with a residual (past 32 KiB without), up to 64 KiB; rows past 64 KiB, which
 //    take a thread-block cluster per row (sm_90) with the statistics combined through
-//    distributed shared memory; x (and the residual) are read from DRAM once;
+//    distributed shared memory; x (and the residual) are read from DRAM once. Dense rows of
+//    more than 16384 elements that do not fill whole vectors, but whose operands are in phase
+//    row by row (vocabulary rows of 30522), are staged from each row's first 16-byte boundary
+//    (launch_shifted), the head and tail columns read apart;
 //  - other rows of up to 1024 elements: a few lanes or a warp per row, several rows per block;
 //  - other rows of up to 16K elements (8K for f64): a block per row;
 //    both hold the row in registers (core/ops/rows/tile.cuh), so h = x + residual is read from
@@ -16,7 +19,7 @@
 //    aligned to and the row's bytes fill (rows::row_vector_bytes), else one element a load;
 //    16-bit rows run on a resident grid that issues the next row's loads before working on the
 //    current row (rows::tile_prefetches);
-//  - everything else (strided rows, longer rows off 16-byte vectors): the streaming path, one
+//  - everything else (strided rows, longer rows out of phase): the streaming path, one
 //    block per row over global memory (pass 1: h, residual_out, shifted sums; pass 2:
 //    normalize, affine, activation), which reads x twice, one element a load. Each thread
 //    touches the same columns in both passes, which keeps the exact in-place forms safe.
@@ -1615,16 +1618,14 @@ bool launch_shifted(const Plan& p, int32_t device, cudaStream_t stream) {
     constexpr int64_t V = 16 / sizeof(S);
     rows::Walk whole = p.walk;
     whole.row_length = (whole.row_length + V - 1) / V * V;
-    // The layer norm's 16-bit rows of up to 56 KiB keep the streaming kernel: kf-bench, H200
-    // 2026-12-02 02:16Z, against it in the same call (two passes), % of copy, rows of 20001 /
-    // 30522 / 32001 staged by one block in two buffers: f16 36.3 / 32.5 / 34.4 -> 35.2 / 28.0 /
-    // 29.3, bf16 30.6 / 30.7 / 28.9 -> 34.5 / 27.7 / 29.0. The RMS norm's gained there (f16 40.5
-    // / 35.9 / 37.6 -> 47.4 / 38.7 / 39.9), as did every longer row. Staged in one rolling
-    // buffer (StagedPolicy::rolling_row_bytes), the rows of 30522 reached f16 42.4, bf16 41.8
-    // (04:41Z; the streaming kernel had 32.5 / 30.7 at 04:09Z). The rows of 20001 were not
-    // measured so.
-    const int64_t row_bytes = whole.row_length * int64_t{sizeof(S)};
-    if (sizeof(S) == 2 && p.kind == Kind::layer && row_bytes <= 56 * 1024) return false;
+    // Every row here is longer than 16384 elements (kMaxTileRow), so that a 16-bit row of one
+    // operand is staged in one rolling buffer (rows::StagedPolicy::rolling_row_bytes) and longer
+    // ones by clusters. The layer norm's 16-bit rows of up to 56 KiB had kept the streaming
+    // kernel, which had beaten two buffers (H200, 2026-12-02 02:16Z: rows of 20001 / 30522 /
+    // 32001, f16 36.3 / 32.5 / 34.4 -> 35.2 / 28.0 / 29.3). One rolling buffer beats both:
+    // kf-bench, H200, 07:52Z, the streaming kernel -> the shifted staged kernel in the same call
+    // (two passes each), % of copy, rows of 20001 / 24001 / 27001, f16 36.3 / 34.4 / 34.8 ->
+    // 42.1 / 42.4 / 43.2, bf16 30.5 / 29.6 / 29.4 -> 40.8 / 42.1 / 42.6.
     const int inputs = p.residual.data ? 2 : 1;
     return rows::stage_and_launch<
         staged_kernel<S, false, false, false, true>,
