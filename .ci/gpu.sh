@@ -11,12 +11,15 @@
 # Every step runs even when an earlier one failed (a failed build stops only what needs it);
 # the exit status is non-zero if any step failed. Made for one 10-minute call on a lent
 # H100/H200 with 16 cores, the build included; since 2026-12-02 the whole takes longer than that
-# there (ctest ended at 538 s, 12 sanitizer runs still due), hence KF_GPU_STEPS below. Until the last step rewrites it, summary.txt
-# gathers each step's line and each sanitizer run's line as they end, and ctest.log grows as
-# the tests end: a run cut off by the call's limit still shows how far it got and what it took.
+# there (ctest ended at 538 s, 12 sanitizer runs still due), hence KF_GPU_STEPS below. Until the
+# last step rewrites it, summary.txt gathers each step's line and each sanitizer run's line as
+# they end, and ctest.log grows as the tests end: a run cut off by the call's limit still shows
+# how far it got and what it took.
 # KF_GPU_STEPS (a comma list of bench, ctest and sanitizer; default all three) runs only some
-# steps after the build, for a proof in two calls where one call is too short (2026-12-02:
-# KF_GPU_STEPS=bench,ctest, then KF_GPU_STEPS=sanitizer); the summary then says "partial".
+# steps after the build, for a proof in two calls where one call is too short; the summary then
+# says "partial". On an H200 (2026-12-02 08:00Z), on one warm machine: KF_GPU_STEPS=bench,ctest
+# 356 s (build 102, kf-bench 146, ctest alone 108), then KF_GPU_STEPS=sanitizer 377 s (47 runs,
+# 5014 process-seconds, 16 at once).
 # KF_GPU_SAN_PART=I/N runs only the sanitizer runs whose place in the list is I modulo N, for a
 # sanitizer step split over N calls. A warm machine keeps build/gpu between calls, so a later
 # call's build is only a check.
