@@ -509,7 +509,8 @@ TEST_P(NormTest, LongRowsOffTheirVectors) {
     check_rms_norm(5, length, false, true, KF_ACTIVATION_NONE, salt += 3);
     check_rms_norm(3, length, false, false, KF_ACTIVATION_RELU, salt += 3);
   }
-  // More rows than the GPU holds blocks (16-bit rows of 30522: one an SM) or clusters at once.
+  // More rows than the GPU holds blocks (16-bit rows of 30522: one rolling buffer a block, three
+  // blocks an SM) or clusters at once.
   check_layer_norm(cuda ? 240 : 3, 50257, true, KF_ACTIVATION_GELU, salt += 3);
   check_rms_norm(cuda ? 240 : 3, 30522, true, true, KF_ACTIVATION_SILU, salt += 3);
   // 16-bit rows of 32..56 KiB in one rolling buffer a block: more rows than blocks fit at once
