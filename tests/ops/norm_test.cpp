@@ -5,6 +5,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #if defined(KF_TEST_CUDA)
@@ -579,6 +580,52 @@ TEST_P(NormTest, LongRowsOffTheirVectors) {
                             what + " rms norm residual out");
       expect_untouched(whole_out, "the RMS norm's out");
       expect_untouched(whole_h, "residual_out");
+    }
+  }
+}
+
+// Shifted staged rows (launch_shifted on CUDA) with a weight, a bias or both that start one or
+// three elements into larger tensors, so off 16-byte boundaries, and with both on them: the
+// kernel reads them an element at a time, at every phase of the rows (rows of 20001 and 50257
+// start at every 16-byte phase in turn).
+TEST_P(NormTest, LongRowsOffTheirVectorsAffineOffItsVectors) {
+  const bool cuda = kf_test::device_under_test() == KF_DEVICE_CUDA;
+  uint64_t salt = 2900;
+  for (int64_t length : {20001, 50257}) {
+    using Offsets = std::pair<int64_t, int64_t>;  // the weight's and the bias's first elements
+    for (const auto& [w_offset, b_offset] :
+         {Offsets{1, 0}, Offsets{0, 3}, Offsets{3, 1}, Offsets{0, 0}}) {
+      const int64_t rows = cuda ? 40 : 3;
+      const uint64_t s = seed(salt += 3);
+      const std::string what =
+          label("rows of " + std::to_string(length) + ", weight at " + std::to_string(w_offset) +
+                    ", bias at " + std::to_string(b_offset),
+                s);
+      SCOPED_TRACE(what);
+      const size_t n = static_cast<size_t>(rows * length), span = static_cast<size_t>(length + 4);
+      Tensor x = tensor({rows, length}, dtype()), out = tensor({rows, length}, dtype());
+      Tensor w_base = tensor({length + 4}, dtype()), b_base = tensor({length + 4}, dtype());
+      Tensor w = make_view(w_base, dtype(), {length}, {1}, w_offset);
+      Tensor b = make_view(b_base, dtype(), {length}, {1}, b_offset);
+      const auto xv = fill(x, dtype(), n, s);
+      const auto wv =
+          gather(fill(w_base, dtype(), span, s + 1), view_offsets({length}, {1}, w_offset));
+      const auto bv =
+          gather(fill(b_base, dtype(), span, s + 2), view_offsets({length}, {1}, b_offset));
+
+      kf_test::poison(out);
+      KF_ASSERT_OK(kf_fused_layer_norm_activation(ctx(), x, w, b, out, nullptr, nullptr, 1, 1e-5,
+                                                  KF_ACTIVATION_GELU, nullptr));
+      kf_test::expect_close(kf_test::download(out),
+                            layer_norm_ref(xv, length, wv, bv, 1e-5, KF_ACTIVATION_GELU).out,
+                            tolerance(dtype()), what + " layer norm");
+
+      kf_test::poison(out);
+      KF_ASSERT_OK(kf_fused_rms_norm_activation(ctx(), x, nullptr, w, out, nullptr, 1e-6,
+                                                KF_ACTIVATION_SILU, nullptr));
+      kf_test::expect_close(kf_test::download(out),
+                            rms_norm_ref(xv, length, wv, 1e-6, KF_ACTIVATION_SILU),
+                            tolerance(dtype()), what + " rms norm");
     }
   }
 }

@@ -839,8 +839,9 @@ struct MergeShiftedSums {
 // boundary, row by row, but not on one, or whose length fills no whole 16-byte vectors
 // (launch_shifted), one row a tile, as the softmax's (see there): each row's whole 16-byte
 // vectors are staged from its first 16-byte boundary; the few columns before that boundary and
-// after the last whole vector are read from global memory, each by one thread. The weight and
-// bias, which start on the row's column 0, are then read an element at a time.
+// after the last whole vector are read from global memory, each by one thread, which keeps their
+// values in shared memory for the row's passes. The weight and bias, which start on the row's
+// column 0, are then read an element at a time.
 template <class S, bool kClustered, bool kResident = false,
           bool kInPass = (kClustered && rows::StagedPolicy::restages_in_pass<S>()),
           bool kShifted = false>
@@ -858,6 +859,17 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
   __shared__ Sums<T> pair_scratch[32];
   __shared__ rows::ClusterMailbox mailbox;  // the clustered form's row statistics
   rows::ClusterReducer cluster(mailbox, kClustered);
+  // kShifted: h of the columns outside a row's whole staged vectors (the partial vector's, the
+  // head's), each written and read by the one thread that takes them; alternate rows take
+  // alternate halves (a block takes one row at a time: its group is the block), since the next
+  // row's thread for them may write before this row's has read. Held in registers instead, they
+  // made the 16-bit kernels spill 32-44 bytes a thread (ptxas, sm_90; 0-4 bytes here). kf-bench,
+  // H200 2026-12-02 10:58Z, same call, two passes each, % of copy, rows of 20001 / 30522 / 50257:
+  // layer norm f16 42.1 / 41.2 / 38.4 -> 44.3 / 42.1 / 40.9, bf16 40.8 / 42.2 / 37.9 -> 43.1 /
+  // 43.0 / 41.0; RMS norm f16 56.4 / 55.9 / 52.4 -> 58.4 / 56.2 / 56.1, bf16 55.8 / 54.4 / 51.4
+  // -> 60.0 / 57.0 / 55.6; f32 within a point.
+  __shared__ T unstaged[2][2][kShifted ? V : 1];
+  unsigned parity = 0;
   const rows::Walk& w = p.walk;
   const int64_t n = w.row_length;
   const T count = static_cast<T>(n), eps = static_cast<T>(p.eps);
@@ -952,11 +964,15 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
       // kShifted: `length` is the block's staged columns in whole vectors, block_cols all its
       // columns. This thread's columns of the partial vector after them (`part`, where it staged
       // that vector) and of the head (`head_here`, one thread of the first block) have their h
-      // in part_h and head_h, loaded from global memory and the residual added (and written to
+      // in `extra`, loaded from global memory and the residual added (and written to
       // residual_out) here; `at` in for_each_extra is a column's offset from the block's first
       // staged column.
       int head = 0, part = 0, head_here = 0, block_cols = length;
-      T part_h[V], head_h[V];
+      // kShifted: their h in shared memory (`unstaged`), not in registers, which the kernel has
+      // none to spare for (there the 16-bit kernels spilled): extra[0] the partial vector's,
+      // extra[1] the head's.
+      auto& extra = unstaged[parity];
+      parity ^= 1;
       if constexpr (kShifted) {
         const S* x_start = row_of(p.x, row);
         head = rows::head_columns(x_start);
@@ -982,14 +998,14 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
 #pragma unroll
         for (int e = 0; e < V; ++e) {
           if (e < part)
-            part_h[e] =
+            extra[0][e] =
                 take(x_start[part_at + e], r_start ? r_start + part_at + e : nullptr, part_at + e);
-          if (e < head_here) head_h[e] = take(x_start[e], r_start ? r_start + e : nullptr, e);
+          if (e < head_here) extra[1][e] = take(x_start[e], r_start ? r_start + e : nullptr, e);
         }
       }
       const auto for_each_extra = [&](auto&& fn) {
         if constexpr (kShifted)
-          rows::for_each_unstaged(length, part, part_h, head, head_here, head_h, fn);
+          rows::for_each_unstaged(length, part, extra[0], head, head_here, extra[1], fn);
       };
       // kShifted, after a pass's restaging up to `length`: the slots of the next row past this
       // row's whole vectors (the next row may have more of them).
@@ -1108,7 +1124,10 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
       with_activation(p.act, [&](auto act) {
         if constexpr (kShifted) {
           // The weight and bias start on column 0, `head` columns before the staged ones: an
-          // element at a time.
+          // element at a time. (Read instead as the aligned vectors a staged vector spans,
+          // realigned in registers by a word select and a byte permute, they spilled 20-104
+          // bytes a thread and moved the rows both ways, f32 down by up to 12 points: H200,
+          // 2026-12-02 10:35Z and 10:58Z; docs/performance.md, "Session of 10:11Z".)
           const S* w_at = weight ? weight + head : nullptr;
           const S* b_at = bias ? bias + head : nullptr;
           const auto y_of = [&](T h, int at) {
