@@ -585,16 +585,16 @@ TEST_P(NormTest, LongRowsOffTheirVectors) {
 }
 
 // Shifted staged rows (launch_shifted on CUDA) with a weight, a bias or both that start one or
-// three elements into larger tensors, so off 16-byte boundaries, and with both on them: the
-// kernel reads them an element at a time, at every phase of the rows (rows of 20001 and 50257
-// start at every 16-byte phase in turn).
+// three elements into larger tensors, so off 16-byte boundaries, with both on them, and with both
+// four elements in, ending where their tensors end: the kernel reads them an element at a time,
+// at every phase of the rows (rows of 20001 and 50257 start at every 16-byte phase in turn).
 TEST_P(NormTest, LongRowsOffTheirVectorsAffineOffItsVectors) {
   const bool cuda = kf_test::device_under_test() == KF_DEVICE_CUDA;
   uint64_t salt = 2900;
   for (int64_t length : {20001, 50257}) {
     using Offsets = std::pair<int64_t, int64_t>;  // the weight's and the bias's first elements
     for (const auto& [w_offset, b_offset] :
-         {Offsets{1, 0}, Offsets{0, 3}, Offsets{3, 1}, Offsets{0, 0}}) {
+         {Offsets{1, 0}, Offsets{0, 3}, Offsets{3, 1}, Offsets{0, 0}, Offsets{4, 4}}) {
       const int64_t rows = cuda ? 40 : 3;
       const uint64_t s = seed(salt += 3);
       const std::string what =
