@@ -869,6 +869,9 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
   // 43.0 / 41.0; RMS norm f16 56.4 / 55.9 / 52.4 -> 58.4 / 56.2 / 56.1, bf16 55.8 / 54.4 / 51.4
   // -> 60.0 / 57.0 / 55.6; f32 within a point.
   __shared__ T unstaged[2][2][kShifted ? V : 1];
+  // kShifted: whether only the threads that take head or tail columns run their loops
+  // (rows::for_each_unstaged's kBranch): the 16-bit kernels.
+  constexpr bool kBranchExtra = sizeof(S) == 2;
   unsigned parity = 0;
   const rows::Walk& w = p.walk;
   const int64_t n = w.row_length;
@@ -995,17 +998,21 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
           return Traits::to_compute(x_value);
         };
         const int64_t part_at = head + first_col + length;  // the partial vector's first column
+        // (kBranchExtra: one or two threads of the row; see for_each_unstaged.)
+        if (!kBranchExtra || part > 0 || head_here > 0) {
 #pragma unroll
-        for (int e = 0; e < V; ++e) {
-          if (e < part)
-            extra[0][e] =
-                take(x_start[part_at + e], r_start ? r_start + part_at + e : nullptr, part_at + e);
-          if (e < head_here) extra[1][e] = take(x_start[e], r_start ? r_start + e : nullptr, e);
+          for (int e = 0; e < V; ++e) {
+            if (e < part)
+              extra[0][e] = take(x_start[part_at + e], r_start ? r_start + part_at + e : nullptr,
+                                 part_at + e);
+            if (e < head_here) extra[1][e] = take(x_start[e], r_start ? r_start + e : nullptr, e);
+          }
         }
       }
       const auto for_each_extra = [&](auto&& fn) {
         if constexpr (kShifted)
-          rows::for_each_unstaged(length, part, extra[0], head, head_here, extra[1], fn);
+          rows::for_each_unstaged<kBranchExtra>(length, part, extra[0], head, head_here, extra[1],
+                                                fn);
       };
       // kShifted, after a pass's restaging up to `length`: the slots of the next row past this
       // row's whole vectors (the next row may have more of them).

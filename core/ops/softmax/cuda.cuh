@@ -784,11 +784,13 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
         seen = staged_here / V * V;
         if (lane == (seen / V) % g.group) part = staged_here - seen;
         if (rank == 0 && lane == g.group - 1) head_here = head;
+        if (part > 0 || head_here > 0) {  // one or two threads of the row (for_each_unstaged)
 #pragma unroll
-        for (int e = 0; e < V; ++e) {
-          if (e < part)
-            part_v[e] = scale * Traits::to_compute(x_start[head + first_col + seen + e]);
-          if (e < head_here) head_v[e] = scale * Traits::to_compute(x_start[e]);
+          for (int e = 0; e < V; ++e) {
+            if (e < part)
+              part_v[e] = scale * Traits::to_compute(x_start[head + first_col + seen + e]);
+            if (e < head_here) head_v[e] = scale * Traits::to_compute(x_start[e]);
+          }
         }
       }
       // Calls fn(at, logit) for each of this thread's columns of the partial vector and the
