@@ -869,8 +869,8 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
   // 43.0 / 41.0; RMS norm f16 56.4 / 55.9 / 52.4 -> 58.4 / 56.2 / 56.1, bf16 55.8 / 54.4 / 51.4
   // -> 60.0 / 57.0 / 55.6; f32 within a point.
   __shared__ T unstaged[2][2][kShifted ? V : 1];
-  // kShifted: whether only the threads that take head or tail columns run their loops
-  // (rows::for_each_unstaged's kBranch): the 16-bit kernels.
+  // For kShifted rows, whether only the threads that take head or tail columns run those
+  // columns' loops (rows::for_each_unstaged's kBranch): in the 16-bit kernels, not in f32's.
   constexpr bool kBranchExtra = sizeof(S) == 2;
   unsigned parity = 0;
   const rows::Walk& w = p.walk;
