@@ -16,10 +16,11 @@ namespace reduction {
 enum class Op : int { sum, mean, max, min, sum_squares, mean_abs, l2_norm };
 constexpr int kOpCount = 7;
 
-template <class T>
-KF_HOST_DEVICE T abs_of(T x) {
-  return x < T(0) ? -x : x;  // NaN stays NaN
-}
+// |x|, NaN stays NaN and |-0| is +0. fabs rather than a compare and select: a CUDA kernel folds
+// it into the add that takes it (an operand modifier), where the select cost two instructions
+// an element in the 16-bit column reductions.
+KF_HOST_DEVICE float abs_of(float x) { return ::fabsf(x); }
+KF_HOST_DEVICE double abs_of(double x) { return ::fabs(x); }
 
 struct Sum {
   template <class T>

@@ -17,11 +17,14 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #include <cooperative_groups.h>
 #endif
 
+#include "core/ops/bf16_pairs.cuh"
 #include "core/ops/reduce/launch_util.cuh"
 #include "core/ops/reduce/reduce.hpp"
 #include "core/runtime/cuda/cluster_launch.hpp"
@@ -55,15 +58,15 @@ struct ColumnsPolicy {
   static constexpr int max_tile_x = 32;  // threads across a tile's columns
   static constexpr int min_tile_x = 8;   // below this a warp's row segments get too short
   // Clusters that split a tile's rows (sm_90): up to max_split blocks (a power of two), while
-  // the grid still fits on the device in one wave and each block keeps min_split_steps loop
+  // every cluster of the grid is resident at once and each block keeps min_split_steps loop
   // steps. Mean |x| over dim 0 of 8192 x 8192 f16 on an H200: two waves of short blocks that
   // each ended in a serial cluster combine, 53 % of copy bandwidth; one wave (2 blocks per tile,
-  // 256 blocks where 396 fit), 8 rows in flight and the parallel combine of cluster_finish,
-  // 84 %. Filling the wave instead (3 blocks per tile, 384 blocks) measured 63 % (not
-  // profiled; probably not every cluster could be placed at once). The 16-bit kernels lost the
-  // same way compiled for four blocks an SM (2026-11-29 12:36Z: four blocks a tile, 512 blocks,
-  // 59-64 %), and more rows in flight at two blocks an SM moved them within a point (12 or 16
-  // rows a thread, 12:42Z; docs/performance.md).
+  // 256 blocks), 8 rows in flight and the parallel combine of cluster_finish, 84 %, 86-87 %
+  // since the 16-bit loop lost its per-row address arithmetic. Clusters of 3 or 4 (384 or 512
+  // blocks) measured 62-80 %: at four blocks an SM, 124 clusters of 4 fit where 128 were due
+  // (Nsight Compute, 2026-12-02), hence the runtime's count in launch_columns. More rows in
+  // flight at two blocks an SM moved the 16-bit rows within a point (12 or 16 rows a thread,
+  // 2026-11-29 12:42Z; docs/performance.md).
   static constexpr int max_split = 8;
   static constexpr int min_split_steps = 4;
 };
@@ -97,6 +100,23 @@ __device__ __forceinline__ Pack<S, V> load_pack(const S* p) {
 template <class R, class S>
 __device__ __forceinline__ math::compute_t<S> mapped(S v) {
   return R::map(math::StorageTraits<S>::to_compute(v));
+}
+
+// R::map of a pack's V elements. bf16 is widened a 32-bit word at a time (bf16_pairs.cuh): one
+// IMAD and one LOP3 a word, where element by element the high half took a byte permute and a
+// shift (sm_90 SASS), a fifth more instructions in the columns kernel.
+template <class R, class S, int V>
+__device__ __forceinline__ void mapped_pack(const Pack<S, V>& p, math::compute_t<S> (&out)[V]) {
+  if constexpr (std::is_same_v<S, math::bfloat16_t> && V % 2 == 0) {
+    unsigned int words[V / 2];
+    memcpy(words, p.v, sizeof(words));
+    bf16::widen_pairs<V / 2>(words, out);
+#pragma unroll
+    for (int e = 0; e < V; ++e) out[e] = R::map(out[e]);
+  } else {
+#pragma unroll
+    for (int e = 0; e < V; ++e) out[e] = mapped<R>(p.v[e]);
+  }
 }
 
 // Combines v over the warp in a fixed butterfly; every lane gets the result.
@@ -208,6 +228,27 @@ __device__ __forceinline__ void cluster_finish(T* tile, int width, int split, in
   cluster_sync();  // no block leaves (or reuses its tile) while another reads it
 }
 
+// total[e] combined with the first `rows` packs of a step (rows >= 1), summed among themselves
+// first: the same grouping in the whole and the partial steps.
+template <class R, class S, int V, int kUnroll>
+__device__ __forceinline__ void fold_step(const Pack<S, V> (&p)[kUnroll], int rows,
+                                          math::compute_t<S> (&total)[V]) {
+  using T = math::compute_t<S>;
+  T part[V];
+  mapped_pack<R>(p[0], part);
+#pragma unroll
+  for (int u = 1; u < kUnroll; ++u) {
+    if (u < rows) {
+      T m[V];
+      mapped_pack<R>(p[u], m);
+#pragma unroll
+      for (int e = 0; e < V; ++e) part[e] = R::combine(part[e], m[e]);
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < V; ++e) total[e] = R::combine(total[e], part[e]);
+}
+
 template <class S>
 struct ColumnsArgs {
   const S* x;
@@ -244,7 +285,23 @@ __global__ void __launch_bounds__(ColumnsPolicy::threads) columns_kernel(Columns
 #pragma unroll
     for (int e = 0; e < V; ++e) total[e] = R::template identity<T>();
     if (active) {
-      for (int64_t r0 = first + threadIdx.y; r0 < end; r0 += step) {
+      int64_t r0 = first + threadIdx.y;
+      if constexpr (sizeof(S) == 2) {
+        // Whole steps, kUnroll rows a thread and none past the end, addressed from one pointer:
+        // the 16-bit kernels spent more instructions on a 64-bit multiply and a clamp a row than
+        // on their conversions and adds (H200, 8192 x 8192: 82-83 % of copy -> 85-87 %). The
+        // f64 kernel lost with it (103 -> 91 %; fewer instructions, the same blocks an SM, not
+        // explained), so 4- and 8-byte data keep the clamped form below for every step.
+        const int64_t y_stride = int64_t{tile_y} * a.row_stride;  // a thread's rows of a step
+        for (; r0 + (kUnroll - 1) * int64_t{tile_y} < end; r0 += step) {
+          const S* row = x + r0 * a.row_stride;
+          Pack<S, V> p[kUnroll];
+#pragma unroll
+          for (int u = 0; u < kUnroll; ++u) p[u] = load_pack<S, V>(row + u * y_stride);
+          fold_step<R, S, V, kUnroll>(p, kUnroll, total);
+        }
+      }
+      for (; r0 < end; r0 += step) {
         Pack<S, V> p[kUnroll];
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
@@ -253,18 +310,10 @@ __global__ void __launch_bounds__(ColumnsPolicy::threads) columns_kernel(Columns
           const int64_t r = r0 + int64_t{u} * tile_y;
           p[u] = load_pack<S, V>(x + (r < end ? r : r0) * a.row_stride);
         }
-        T part[V];
+        int rows = 1;
 #pragma unroll
-        for (int e = 0; e < V; ++e) part[e] = R::template identity<T>();
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-          if (r0 + int64_t{u} * tile_y < end) {
-#pragma unroll
-            for (int e = 0; e < V; ++e) part[e] = R::combine(part[e], mapped<R>(p[u].v[e]));
-          }
-        }
-#pragma unroll
-        for (int e = 0; e < V; ++e) total[e] = R::combine(total[e], part[e]);
+        for (int u = 1; u < kUnroll; ++u) rows += r0 + int64_t{u} * tile_y < end;
+        fold_step<R, S, V, kUnroll>(p, rows, total);
       }
     }
 #pragma unroll
@@ -372,12 +421,19 @@ void launch_columns(const Plan& p, int32_t device, bool clusters, cudaStream_t s
   while (tile_y > 1 && tile_y / 2 >= p.reduced) tile_y /= 2;  // no idle rows
   const int64_t grid_x = ceil_div(p.inner, int64_t{tile_x} * V);
   // Too few tiles to fill the device (a wide tensor reduced over dim 0): split the rows of each
-  // tile over a cluster of blocks, as far as one wave of blocks holds.
+  // tile over a cluster of blocks, as far as one wave of clusters holds. The clusters that fit
+  // are asked of the runtime: one that must wait for a second wave costs a whole block's time
+  // (8192 x 8192 16-bit at four blocks an SM: 128 clusters of 4 where 124 fit, 66-76 % of copy
+  // against 83-87 % for clusters of 2; docs/performance.md, 2026-12-02).
   const int64_t tiles = grid_x * grid_y;
   const int64_t step_rows = int64_t{tile_y} * ColumnsPolicy::unroll<S>();
   while (clusters && a.split < ColumnsPolicy::max_split && tiles * a.split * 2 <= resident &&
-         p.reduced / (a.split * 2) >= step_rows * ColumnsPolicy::min_split_steps)
+         p.reduced / (a.split * 2) >= step_rows * ColumnsPolicy::min_split_steps) {
+    const int64_t fit =
+        resident_clusters<columns_kernel<R, S, V>>(device, ColumnsPolicy::threads, 0, a.split * 2);
+    if (fit > 0 && tiles > fit) break;
     a.split *= 2;
+  }
   cuda::launch_clustered_dependent(
       columns_kernel<R, S, V>, device,
       dim3(static_cast<unsigned>(grid_x * a.split), static_cast<unsigned>(grid_y)),
