@@ -61,12 +61,13 @@ struct ColumnsPolicy {
   // every cluster of the grid is resident at once and each block keeps min_split_steps loop
   // steps. Mean |x| over dim 0 of 8192 x 8192 f16 on an H200: two waves of short blocks that
   // each ended in a serial cluster combine, 53 % of copy bandwidth; one wave (2 blocks per tile,
-  // 256 blocks), 8 rows in flight and the parallel combine of cluster_finish, 84 %, 86-87 %
-  // since the 16-bit loop lost its per-row address arithmetic. Clusters of 3 or 4 (384 or 512
-  // blocks) measured 62-80 %: at four blocks an SM, 124 clusters of 4 fit where 128 were due
-  // (Nsight Compute, 2026-12-02), hence the runtime's count in launch_columns. More rows in
-  // flight at two blocks an SM moved the 16-bit rows within a point (12 or 16 rows a thread,
-  // 2026-11-29 12:42Z; docs/performance.md).
+  // 256 blocks), 8 rows in flight and the parallel combine of cluster_finish, 84 %; since the
+  // 16-bit loop lost its per-row address arithmetic, f16 85.5-86.4 % and bf16 83.5-83.8 %
+  // (2026-12-02 21:09-21:12Z). Clusters of 3 or 4 (384 or 512 blocks) measured 62-80 %: at
+  // four blocks an SM, 124 clusters of 4 fit where 128 were due (Nsight Compute, 2026-12-02),
+  // hence the runtime's count in launch_columns. More rows in flight at two blocks an SM moved
+  // the 16-bit rows within a point (12 or 16 rows a thread, 2026-11-29 12:42Z;
+  // docs/performance.md).
   static constexpr int max_split = 8;
   static constexpr int min_split_steps = 4;
 };
