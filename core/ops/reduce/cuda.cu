@@ -27,6 +27,7 @@
 #include "core/ops/bf16_pairs.cuh"
 #include "core/ops/reduce/launch_util.cuh"
 #include "core/ops/reduce/reduce.hpp"
+#include "core/ops/rows/staged.cuh"
 #include "core/runtime/cuda/cluster_launch.hpp"
 #include "core/runtime/cuda/device_caps.hpp"
 #include "core/runtime/cuda/grid_dependency.cuh"
@@ -431,9 +432,9 @@ void launch_columns(const Plan& p, int32_t device, bool clusters, cudaStream_t s
   const int64_t step_rows = int64_t{tile_y} * ColumnsPolicy::unroll<S>();
   while (clusters && a.split < ColumnsPolicy::max_split && tiles * a.split * 2 <= resident &&
          p.reduced / (a.split * 2) >= step_rows * ColumnsPolicy::min_split_steps) {
-    const int64_t fit =
-        resident_clusters<columns_kernel<R, S, V>>(device, ColumnsPolicy::threads, 0, a.split * 2);
-    if (fit > 0 && tiles > fit) break;
+    const int64_t fit = rows::resident_blocks(columns_kernel<R, S, V>, ColumnsPolicy::threads, 0,
+                                              a.split * 2, device);  // whole clusters; 0: unknown
+    if (fit > 0 && tiles * a.split * 2 > fit) break;
     a.split *= 2;
   }
   cuda::launch_clustered_dependent(

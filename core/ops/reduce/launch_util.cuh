@@ -10,7 +10,6 @@
 #include <cstdint>
 
 #include "core/ops/fast_divmod.cuh"
-#include "core/runtime/cuda/cluster_launch.hpp"
 #include "core/runtime/cuda/device_caps.hpp"
 
 namespace kf::reduce {
@@ -35,25 +34,6 @@ int64_t resident_blocks(int32_t device, int threads, size_t smem) {
     if (cacheable) per_sm_cache[device].store(per_sm, std::memory_order_relaxed);
   }
   return int64_t{per_sm} * cuda::sm_count(device);
-}
-
-// Clusters of `cluster` blocks (2, 4 or 8; `threads` threads and `smem` bytes of dynamic shared
-// memory each) of `kernel` that are resident on `device` at once, 0 where the runtime cannot
-// tell; queried once per device and size. Fewer can fit than the blocks an SM allow: a cluster's
-// blocks share one GPC (H200, the 16-bit columns kernel at four blocks an SM: 124 clusters of 4).
-template <auto kKernel>
-int64_t resident_clusters(int32_t device, int threads, size_t smem, int cluster) {
-  static std::atomic<int> cache[64][3];  // sizes 2, 4, 8; -1: the runtime could not tell
-  const int size_index = cluster == 2 ? 0 : cluster == 4 ? 1 : cluster == 8 ? 2 : -1;
-  if (size_index < 0) return 0;
-  const bool cacheable = device >= 0 && device < 64;
-  int n = cacheable ? cache[device][size_index].load(std::memory_order_relaxed) : 0;
-  if (n == 0) {
-    n = cuda::max_active_clusters(kKernel, threads, smem, cluster);
-    if (n <= 0) n = -1;
-    if (cacheable) cache[device][size_index].store(n, std::memory_order_relaxed);
-  }
-  return n > 0 ? n : 0;
 }
 
 }  // namespace kf::reduce
