@@ -865,6 +865,16 @@ TEST_P(NormTest, GridGroupRows) {
     check_layer_norm(5, length, false, KF_ACTIVATION_GELU, salt += 3, 0.5, 2.0);
     check_layer_norm_in_place(20, length, KF_ACTIVATION_SILU, seed(salt += 3));
   }
+  // The 16-bit layer norm's statistics in one pass on CUDA (each thread's values about its first
+  // one, the lanes' parts merged by Chan's formula about lane 0's mean): rows at a mean far from
+  // zero against their spread, and rows whose first element (lane 0's first value) lies far out.
+  if (dtype() == KF_DTYPE_FLOAT16 || dtype() == KF_DTYPE_BFLOAT16) {
+    const double far = 60.0;
+    for (int64_t length : {int64_t{131072}, int64_t{262144}}) {
+      check_layer_norm(6, length, true, KF_ACTIVATION_NONE, salt += 3, 100.0, 1.0);
+      check_layer_norm(6, length, false, KF_ACTIVATION_NONE, salt += 3, 0.0, 3.0, &far, 2);
+    }
+  }
   // A row whose first block's values lie far from the rest: its mean is the base of the others'.
   if (dtype() == KF_DTYPE_FLOAT32)
     for (int64_t length : {int64_t{262144}, int64_t{524288}}) {

@@ -1239,6 +1239,19 @@ constexpr auto resident_kernel() {
 // 81.7-81.8 / 81.5-81.7 -> 84.4-85.0 / 84.7-85.7 / 84.8-85.2, f16 77.3-77.4 / 79.0-79.1 /
 // 79.0-79.1 -> 79.9-80.2 / 82.0-82.2 / 82.3-82.9, bf16 78.9-79.2 / 80.0-80.1 / 80.9 -> 82.2 /
 // 82.9-83.1 / 84.7-84.8.
+// The 16-bit layer norm takes its statistics in one pass (each thread's values about its first
+// one, the lanes merged by Chan's formula) and, with both a weight and a bias, an output pass
+// specialised for them (kBoth). Nsight Compute (H200, 2026-12-03 03:26Z, f16 rows of 262144, the
+// form before) had the kernel at 54.2 M warp instructions against the RMS norm's 27.3 M, at 121.5
+// against 74.8 us, its stall samples led by issue (not selected, selected, math: 41 %) where the
+// RMS norm's were led by its barrier and memory. H200 A/B (kf-bench `--filter layer_norm
+// --lengths 131072,262144,524288`, one call, two passes each; 03:37Z and 03:48Z), % of copy, f16
+// rows of 131072 / 262144 / 524288: before 70.0-70.5 / 66.6-68.0 / 66.7-67.2; kBoth alone
+// 70.2-70.8 / 69.2-69.4 / 68.3-69.0; both changes 72.8 / 70.6-70.7 / 69.4-69.6. bf16: 68.8-69.5
+// / 65.7-66.8 / 66.2-66.8; 69.4-70.1 / 68.9-69.1 / 68.2-68.9; 72.0 / 70.3-70.4 / 69.3-69.5. f32
+// keeps the form before: with kBoth it lost 1.3-2.3 points (73.8-74.5 / 73.0-73.6 / 70.9-71.5
+// -> 72.2-72.6 / 70.5-71.6 / 69.3-69.5), with the one-pass statistics alone 2.0-3.3 at rows of
+// 524288 (70.9-71.5 -> 68.2-68.9) and nothing at the shorter rows.
 using rows::GridPolicy;
 
 // A part of a row for the layer norm: values whose mean is shift + d / (their count) and whose
@@ -1364,39 +1377,79 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
     if (i < my_rows) {                   // row i: this block's partial, published
       async_copy::wait<G::ahead - 1>();  // this thread's copies of row i have landed
       const Vec* s = ring.slot(i);
-      T sum = 0;
+      if constexpr (kLayer && sizeof(S) == 2) {
+        // One pass over the thread's values, about its first one (h0): their sums of differences
+        // d and of squares d2, so the thread's mean is h0 + d / n and its sum of squares about
+        // that mean d2 - d * d / n. The lanes' parts then meet by Chan's formula about lane 0's
+        // mean (base), each part's mean kept as its offset from base so that rows with a large
+        // mean keep their variance; a butterfly, so every lane holds the same bits.
+        T h0 = 0, d = 0, d2 = 0;
 #pragma unroll
-      for (int k = 0; k < G::vectors; ++k) {
-        T h[V];
-        widen(s[k * G::threads + t], h);
+        for (int k = 0; k < G::vectors; ++k) {
+          T h[V];
+          widen(s[k * G::threads + t], h);
+          if (k == 0) h0 = h[0];
 #pragma unroll
-        for (int e = 0; e < V; ++e) sum += kLayer ? h[e] : h[e] * h[e];
-      }
-      sum = rows::lanes_reduce(sum, rows::Plus{}, 32);
-      if constexpr (kLayer) {
-        // The warp's mean is the shift of its sums of differences (read from the slot again).
-        const T shift = sum / kWarpValues;
-        T d = 0, d2 = 0;
+          for (int e = 0; e < V; ++e) {
+            const T x = h[e] - h0;
+            d += x;
+            d2 += x * x;
+          }
+        }
+        const T mean_offset = d / kThreadValues;  // the thread's mean - h0
+        const T base = __shfl_sync(0xffffffffu, h0 + mean_offset, 0);
+        T offset = (h0 - base) + mean_offset;  // the part's mean - base
+        T m2 = d2 - d * mean_offset;
+        T half_part = kThreadValues / 2;  // n_a n_b / (n_a + n_b) for two parts of n_a = n_b
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+          const T other_offset = __shfl_xor_sync(0xffffffffu, offset, o);
+          const T other_m2 = __shfl_xor_sync(0xffffffffu, m2, o);
+          const T delta = other_offset - offset;
+          m2 = (m2 + other_m2) + delta * delta * half_part;
+          offset = (offset + other_offset) * T(0.5);
+          half_part *= 2;
+        }
+        if (lane == 0) {
+          warp_sums[i & 1][0][warp] = base;
+          warp_sums[i & 1][1][warp] = offset * kWarpValues;
+          warp_sums[i & 1][2][warp] = m2;
+        }
+      } else {
+        T sum = 0;
 #pragma unroll
         for (int k = 0; k < G::vectors; ++k) {
           T h[V];
           widen(s[k * G::threads + t], h);
 #pragma unroll
-          for (int e = 0; e < V; ++e) {
-            const T x = h[e] - shift;
-            d += x;
-            d2 += x * x;
+          for (int e = 0; e < V; ++e) sum += kLayer ? h[e] : h[e] * h[e];
+        }
+        sum = rows::lanes_reduce(sum, rows::Plus{}, 32);
+        if constexpr (kLayer) {
+          // The warp's mean is the shift of its sums of differences (read from the slot again).
+          const T shift = sum / kWarpValues;
+          T d = 0, d2 = 0;
+#pragma unroll
+          for (int k = 0; k < G::vectors; ++k) {
+            T h[V];
+            widen(s[k * G::threads + t], h);
+#pragma unroll
+            for (int e = 0; e < V; ++e) {
+              const T x = h[e] - shift;
+              d += x;
+              d2 += x * x;
+            }
           }
+          d = rows::lanes_reduce(d, rows::Plus{}, 32);
+          d2 = rows::lanes_reduce(d2, rows::Plus{}, 32);
+          if (lane == 0) {
+            warp_sums[i & 1][0][warp] = shift;
+            warp_sums[i & 1][1][warp] = d;
+            warp_sums[i & 1][2][warp] = d2 - d * (d / kWarpValues);
+          }
+        } else if (lane == 0) {
+          warp_sums[i & 1][0][warp] = sum;
         }
-        d = rows::lanes_reduce(d, rows::Plus{}, 32);
-        d2 = rows::lanes_reduce(d2, rows::Plus{}, 32);
-        if (lane == 0) {
-          warp_sums[i & 1][0][warp] = shift;
-          warp_sums[i & 1][1][warp] = d;
-          warp_sums[i & 1][2][warp] = d2 - d * (d / kWarpValues);
-        }
-      } else if (lane == 0) {
-        warp_sums[i & 1][0][warp] = sum;
       }
       __syncthreads();
       if (warp == 1) {
@@ -1416,7 +1469,8 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
             rows::publish(to + 2 * q.blocks, block.m2, q.tag);
           }
         } else {
-          sum = rows::lanes_reduce(warp_sums[i & 1][0][lane % kWarps], rows::Plus{}, kWarps);
+          const T sum =
+              rows::lanes_reduce(warp_sums[i & 1][0][lane % kWarps], rows::Plus{}, kWarps);
           if (lane == 0) rows::publish(words_of(i) + rank, sum, q.tag);
         }
       }
@@ -1460,7 +1514,13 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
       S* out = static_cast<S*>(p.out.data) + rows::row_offset_cold(w, p.out, row_of(j)) + first;
       const bool restage = i + G::ahead < my_rows;  // row i + 2 takes row j's slot
       const S* next = restage ? x_row(i + G::ahead) : nullptr;
-      with_activation(p.act, [&](auto act) {
+      // The output pass; kBoth (16-bit layer norm with a weight and a bias): the operands loaded
+      // unconditionally and applied by one FMA. With their presence known only at run time the
+      // f16 kernel spent two byte permutes an element merging predicated loads and a multiply and
+      // an add apart (SASS, sm_90): 825 instructions a thread a row against the RMS norm's 416.
+      const auto output_pass = [&](auto act, auto both) {
+        constexpr bool kBoth = decltype(both)::value;
+        const bool has_weight = kBoth || weight_share, has_bias = kBoth || bias_share;
         // The layer norm's y = (h - shift) * rstd - center * rstd, then the affine.
         const T shift = kLayer ? row_stats[j & 1][1] : T(0);
         const T scaled_center = kLayer ? row_stats[j & 1][2] : T(0);
@@ -1477,8 +1537,8 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
 #pragma unroll
               for (int a = 0; a < kAffine; ++a) {
                 const int64_t at = ((k + a) * G::threads + t) * V;
-                if (weight_share) affine[0][a] = rows::load_in_order<Vec>(weight_share + at);
-                if (bias_share) affine[1][a] = rows::load_in_order<Vec>(bias_share + at);
+                if (has_weight) affine[0][a] = rows::load_in_order<Vec>(weight_share + at);
+                if (has_bias) affine[1][a] = rows::load_in_order<Vec>(bias_share + at);
               }
             }
             wv = affine[0][k % kAffine];
@@ -1493,17 +1553,25 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
 #pragma unroll
             for (int e = 0; e < V; ++e)
               y[e] = kLayer ? (y[e] - shift) * rstd - scaled_center : y[e] * rstd;
-            if (weight_share) {
-              T wk[V];
+            if constexpr (kBoth) {
+              T wk[V], bk[V];
               widen(wv, wk);
-#pragma unroll
-              for (int e = 0; e < V; ++e) y[e] *= wk[e];
-            }
-            if (kLayer && bias_share) {
-              T bk[V];
               widen(bv, bk);
 #pragma unroll
-              for (int e = 0; e < V; ++e) y[e] += bk[e];
+              for (int e = 0; e < V; ++e) y[e] = fmaf(y[e], wk[e], bk[e]);
+            } else {
+              if (has_weight) {
+                T wk[V];
+                widen(wv, wk);
+#pragma unroll
+                for (int e = 0; e < V; ++e) y[e] *= wk[e];
+              }
+              if (kLayer && has_bias) {
+                T bk[V];
+                widen(bv, bk);
+#pragma unroll
+                for (int e = 0; e < V; ++e) y[e] += bk[e];
+              }
             }
 #pragma unroll
             for (int e = 0; e < V; ++e) y[e] = act(y[e], Prim{});
@@ -1514,14 +1582,24 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
             for (int e = 0; e < V; ++e) {
               const T h = Traits::to_compute(hv.v[e]);
               T y = kLayer ? (h - shift) * rstd - scaled_center : h * rstd;
-              if (weight_share) y *= Traits::to_compute(wv.v[e]);
-              if (kLayer && bias_share) y += Traits::to_compute(bv.v[e]);
+              if constexpr (kBoth) {
+                y = y * Traits::to_compute(wv.v[e]) + Traits::to_compute(bv.v[e]);  // one FMA
+              } else {
+                if (has_weight) y *= Traits::to_compute(wv.v[e]);
+                if (kLayer && has_bias) y += Traits::to_compute(bv.v[e]);
+              }
               yv.v[e] = Traits::from_compute(act(y, Prim{}));
             }
             memcpy(&bits, &yv, sizeof bits);
           }
           ring.write(s, k, out, bits, restage, next, hv);
         }
+      };
+      with_activation(p.act, [&](auto act) {
+        if constexpr (kLayer && sizeof(S) == 2) {
+          if (weight_share && bias_share) return output_pass(act, std::true_type{});
+        }
+        output_pass(act, std::false_type{});
       });
     } else if (i + G::ahead < my_rows) {
       stage(i + G::ahead);
