@@ -1379,10 +1379,9 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
       const Vec* s = ring.slot(i);
       if constexpr (kLayer && sizeof(S) == 2) {
         // One pass over the thread's values, about its first one (h0): their sums of differences
-        // d and of squares d2, so the thread's mean is h0 + d / n and its sum of squares about
-        // that mean d2 - d * d / n. The lanes' parts then meet by Chan's formula about lane 0's
-        // mean (base), each part's mean kept as its offset from base so that rows with a large
-        // mean keep their variance; a butterfly, so every lane holds the same bits.
+        // d and of squares d2, so the thread's part is {h0, d, d2 - d * d / n}. The lanes' parts
+        // meet by Chan's formula (merge_moments) about lane 0's h0, so that rows with a large
+        // mean keep their variance.
         T h0 = 0, d = 0, d2 = 0;
 #pragma unroll
         for (int k = 0; k < G::vectors; ++k) {
@@ -1396,24 +1395,17 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
             d2 += x * x;
           }
         }
-        const T mean_offset = d / kThreadValues;  // the thread's mean - h0
-        const T base = __shfl_sync(0xffffffffu, h0 + mean_offset, 0);
-        T offset = (h0 - base) + mean_offset;  // the part's mean - base
-        T m2 = d2 - d * mean_offset;
-        T half_part = kThreadValues / 2;  // n_a n_b / (n_a + n_b) for two parts of n_a = n_b
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-          const T other_offset = __shfl_xor_sync(0xffffffffu, offset, o);
-          const T other_m2 = __shfl_xor_sync(0xffffffffu, m2, o);
-          const T delta = other_offset - offset;
-          m2 = (m2 + other_m2) + delta * delta * half_part;
-          offset = (offset + other_offset) * T(0.5);
-          half_part *= 2;
-        }
+        const Moments<T> mine{h0, d, d2 - d * (d / kThreadValues)};
+        const Moments<T> warp_part =
+            merge_moments<1>(__shfl_sync(0xffffffffu, h0, 0), kThreadValues, kWarpValues, 32,
+                             [&](int, Moments<T>& m) {
+                               m = mine;
+                               return true;
+                             });
         if (lane == 0) {
-          warp_sums[i & 1][0][warp] = base;
-          warp_sums[i & 1][1][warp] = offset * kWarpValues;
-          warp_sums[i & 1][2][warp] = m2;
+          warp_sums[i & 1][0][warp] = warp_part.shift;
+          warp_sums[i & 1][1][warp] = warp_part.d;
+          warp_sums[i & 1][2][warp] = warp_part.m2;
         }
       } else {
         T sum = 0;
