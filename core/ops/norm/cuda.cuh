@@ -1291,6 +1291,16 @@ __device__ __forceinline__ Moments<T> merge_moments(T base, T part, T total, int
   return {base, offset, rows::lanes_reduce(m2, rows::Plus{}, lanes)};
 }
 
+// merge_moments where each lane holds one part, `mine`.
+template <class T>
+__device__ __forceinline__ Moments<T> merge_lane_moments(T base, T part, T total, int lanes,
+                                                         const Moments<T>& mine) {
+  return merge_moments<1>(base, part, total, lanes, [&](int, Moments<T>& m) {
+    m = mine;
+    return true;
+  });
+}
+
 // The layer norm's partials take 3 words a block: up to 64 blocks a row (two words a lane),
 // where four spilled (launch_grid_rows).
 inline constexpr int kLayerLaneWords = 2;
@@ -1396,12 +1406,8 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
           }
         }
         const Moments<T> mine{h0, d, d2 - d * (d / kThreadValues)};
-        const Moments<T> warp_part =
-            merge_moments<1>(__shfl_sync(0xffffffffu, h0, 0), kThreadValues, kWarpValues, 32,
-                             [&](int, Moments<T>& m) {
-                               m = mine;
-                               return true;
-                             });
+        const Moments<T> warp_part = merge_lane_moments(__shfl_sync(0xffffffffu, h0, 0),
+                                                        kThreadValues, kWarpValues, 32, mine);
         if (lane == 0) {
           warp_sums[i & 1][0][warp] = warp_part.shift;
           warp_sums[i & 1][1][warp] = warp_part.d;
@@ -1449,11 +1455,8 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
           const int from = lane % kWarps;
           const Moments<T> mine{warp_sums[i & 1][0][from], warp_sums[i & 1][1][from],
                                 warp_sums[i & 1][2][from]};
-          const Moments<T> block = merge_moments<1>(warp_sums[i & 1][0][0], kWarpValues,
-                                                    kBlockValues, kWarps, [&](int, Moments<T>& m) {
-                                                      m = mine;
-                                                      return true;
-                                                    });
+          const Moments<T> block =
+              merge_lane_moments(warp_sums[i & 1][0][0], kWarpValues, kBlockValues, kWarps, mine);
           if (lane == 0) {
             unsigned long long* to = words_of(i) + rank;
             rows::publish(to, block.shift, q.tag);
