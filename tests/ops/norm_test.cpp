@@ -732,6 +732,13 @@ TEST_P(NormTest, BlockRowsOverManySteps) {
     check_rms_norm(rows, length, false, true, KF_ACTIVATION_NONE, salt += 3);
     check_layer_norm(rows, length, true, KF_ACTIVATION_RELU, salt += 3);
   }
+  // The RMS norm with a residual over such rows (on CUDA, f32 and 16-bit rows of 8193..16384 take
+  // the register-cached form with a residual, a 512-thread block a row), a row whose end falls
+  // inside the last threads' chunks and a whole one, with more rows than the grid has blocks.
+  for (int64_t length : {int64_t{12296}, int64_t{16384}}) {
+    check_rms_norm(!cuda ? 5 : 400, length, true, true, KF_ACTIVATION_NONE, salt += 3);
+    check_rms_norm(!cuda ? 5 : 400, length, true, false, KF_ACTIVATION_GELU, salt += 3);
+  }
 }
 
 // Layer norm with a weight and a bias over rows of 32 elements a thread over a block (on CUDA,

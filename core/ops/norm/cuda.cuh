@@ -1651,18 +1651,28 @@ bool launch_staged(const Plan& p, int32_t device, cudaStream_t stream) {
     // 16-bit rows up to 32 KiB, for which it now prefetches the next row (rows::tile_prefetches):
     // f16 / bf16 rows of 1024, 4096 and 16384 went from 68 / 56 / 69 % of copy to 88 / 76 / 83 %
     // (RMS norm) and from 50 / 40 / 53 % to 77 / 57 / 60 % (layer norm), and 16-bit rows with a
-    // residual up to 16 KiB (past that the cached kernel spills): RMS norm with a residual, rows
-    // of 4096, from 73 / 70 % to 86 / 86 % (10:45Z); and f32 rows up to 4 KiB
+    // residual up to 16 KiB (past that the cached kernel then spilled): RMS norm with a residual,
+    // rows of 4096, from 73 / 70 % to 86 / 86 % (10:45Z); and f32 rows up to 4 KiB
     // without a residual (10:39Z): rows of 1024 went from 67 to 90 % (RMS) and from 65 to 87 %
     // (layer norm), the 32x512x768 seed from 66 to 74 and from 59 to 68 %. f32 rows of 4096
     // stayed 1-2 points faster staged while the cached kernel spilled; without the spills
     // (rows::row_offset_cold) f32 rows up to 16 KiB, with or without a residual, run cached
     // (H200, 12:37Z, same call): rows of 4096 from 67 to 78 % (layer norm), 77 to 87 % (RMS) and
     // 85 to 89 % (RMS with a residual), the 2048x2048 seed from 35 to 40 % (layer norm).
+    // The staged kernel holds one block of rows with a residual an SM (12.5 % occupancy; Nsight
+    // Compute, 2026-12-03 08:05Z: DRAM 48 %, no warp eligible in 53 % of cycles). Now that the
+    // cached form with a residual fits (ptxas sm_90, 512 threads a row: 16-bit 120 / 128
+    // registers, no spills; f32 rows of 16384 spill 32 bytes), 16-bit rows with a residual up to
+    // 32 KiB and f32 ones up to 64 KiB run cached. H200 A/B (2026-12-03 09:30Z, kf-bench, same
+    // call, two passes), RMS norm with a residual, % of copy: rows of 12288 / 16384, f16 81.3 /
+    // 67.0 -> 86.3 / 85.9, bf16 80.6 / 67.9 -> 86.6 / 85.1; f32 rows of 8192 / 12288 / 16384
+    // 75.6 / 82.5 / 80.9 -> 89.9 / 90.6 / 89.3. f32 rows of 16..32 KiB without a residual stay
+    // staged: cached in the same call they lost (rows of 8192: layer norm 82.1 -> 58.6, RMS norm
+    // 85.6 -> 66.6).
     const int64_t row_bytes = p.walk.row_length * int64_t{sizeof(S)};
     if (row_bytes <= 1024) return false;
-    if (sizeof(S) == 4 && row_bytes <= 16 * 1024) return false;
-    if (sizeof(S) == 2 && row_bytes <= (p.residual.data ? 16 : 32) * 1024) return false;
+    if (sizeof(S) == 4 && row_bytes <= (p.residual.data ? 64 : 16) * 1024) return false;
+    if (sizeof(S) == 2 && row_bytes <= 32 * 1024) return false;
     // f32 rows of 8193..16384 without a residual run cached (512 threads a row). 16-bit rows of
     // the same bytes (16385..32768 elements) are longer than any cached policy holds and are
     // staged, one block a row (in one rolling buffer: rows::StagedPolicy::rolling_row_bytes):
