@@ -821,6 +821,21 @@ TEST_P(NormTest, ManyLongRows) {
   }
 }
 
+// The RMS norm with a residual over rows of 0.8 to 4 MiB of both operands. On CUDA (sm_90) the
+// rows past what portable clusters of 128 KiB slices hold take up to 16 such slices in a cluster,
+// one block an SM, where the device holds one (f32 rows of 200000 take 13, of 262144 16; 16-bit
+// rows of 524288 16); 16-bit rows of 200000 take 13 slices of 64 KiB, f32 rows of 524288 the
+// streaming kernel. More rows than the device holds such clusters; with a weight and without.
+// The CPU backend checks fewer rows.
+TEST_P(NormTest, ResidualRowsOfLargeSlices) {
+  uint64_t salt = 3150;
+  const int64_t rows = kf_test::device_under_test() == KF_DEVICE_CUDA ? 40 : 3;
+  for (int64_t length : {int64_t{200000}, int64_t{262144}, int64_t{524288}}) {
+    check_rms_norm(rows, length, true, true, KF_ACTIVATION_NONE, salt += 3);
+    check_rms_norm(rows, length, true, false, KF_ACTIVATION_GELU, salt += 3);
+  }
+}
+
 // More long rows than a GPU holds clusters at once: on CUDA the clusters stay resident and walk
 // the rows (f32 rows of 262144 take clusters of 16, 16-bit ones of 8; at most ~25 and ~50 of
 // them fit on an H100 or H200), each block restaging its slice of the next row as it finishes

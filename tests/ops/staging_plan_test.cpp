@@ -86,18 +86,32 @@ TEST(StagingPlan, UnevenSlices) {
   EXPECT_EQ(g.smem, size_t{2 * 13112 * 2});
 }
 
-// Without clusters of 16 or 8, rows that need them take 128 KiB slices in portable clusters, and
-// rows that need more than the limit cannot be staged.
+// Without clusters of 16 or 8, rows that need them take 128 KiB slices in portable clusters (or
+// in clusters of up to 16 where the caller allows it), and rows that need more than the limit
+// cannot be staged.
 TEST(StagingPlan, LargeSlicesAndRefusals) {
   const Staging f32 = plan(128, 262144, 4, 1, 8);
   EXPECT_EQ(f32.cluster, 8);
   EXPECT_EQ(f32.slice, 32768);
   EXPECT_EQ(f32.smem, size_t{128 * kKiB});
 
+  // Rows of 2 MiB (f32 rows of 262144 with a residual): 16 slices of 128 KiB where the device
+  // holds such clusters, none in portable ones.
+  Staging wide;
+  EXPECT_TRUE(plan_staging(64, 262144, 4, 2, 16, &wide, 0, 16));
+  EXPECT_EQ(wide.cluster, 16);
+  EXPECT_EQ(wide.slice, 16384);
+  EXPECT_EQ(wide.buffer_elems, 2 * 16384);
+  EXPECT_EQ(wide.smem, size_t{128 * kKiB});
+  EXPECT_TRUE(wide.rolling);
+  EXPECT_EQ(wide.grid, 64u * 16u);
   Staging g;
-  EXPECT_FALSE(plan_staging(256, 262144, 2, 1, 1, &g, 1));  // no clusters at all
-  EXPECT_FALSE(plan_staging(16, 1 << 22, 4, 1, 16, &g));    // 16 MiB rows
-  EXPECT_FALSE(plan_staging(16, 262145, 2, 1, 16, &g));     // not whole 16-byte vectors
+  EXPECT_FALSE(plan_staging(64, 262144, 4, 2, 16, &g));             // portable clusters only
+  EXPECT_FALSE(plan_staging(64, 262144, 4, 2, 8, &g, 0, 16));       // within max_cluster
+  EXPECT_FALSE(plan_staging(16, 262144 * 2, 4, 2, 16, &g, 0, 16));  // 4 MiB rows
+  EXPECT_FALSE(plan_staging(256, 262144, 2, 1, 1, &g, 1));          // no clusters at all
+  EXPECT_FALSE(plan_staging(16, 1 << 22, 4, 1, 16, &g));            // 16 MiB rows
+  EXPECT_FALSE(plan_staging(16, 262145, 2, 1, 16, &g));             // not whole 16-byte vectors
 }
 
 // Rows of up to 64 KiB: tiles of rows in two buffers, no cluster, no resident operand.
@@ -152,52 +166,63 @@ TEST(StagingPlan, RowsOfOneRollingBuffer) {
 }
 
 // Invariants over lengths past 64 KiB: the slices cover the row with none empty, each a whole
-// number of vectors; the cluster stays within the limit; shared memory holds exactly the slices
-// (the row operands' and the resident ones'), within a 64 KiB budget (a vector an operand of
-// rounding) unless 128 KiB slices were needed, and resident operands only in 64 KiB blocks.
+// number of vectors; the cluster stays within the limit (max_large_cluster for 128 KiB slices);
+// shared memory holds exactly the slices (the row operands' and the resident ones'), within a
+// 64 KiB budget (a vector an operand of rounding) unless 128 KiB slices were needed, and resident
+// operands only in 64 KiB blocks.
 TEST(StagingPlan, InvariantsOverLongRows) {
-  int planned = 0, with_resident = 0;
+  int planned = 0, with_resident = 0, large = 0;
   for (int element_bytes : {2, 4}) {
     const int64_t vec = 16 / element_bytes;
     for (int inputs : {1, 2}) {
       for (int max_cluster : {8, 16}) {
         for (int resident : {0, 1, 2}) {
-          for (int64_t n = 64 * kKiB / element_bytes + vec; n <= 2 * 1024 * kKiB / element_bytes;
-               n += 4093 * vec) {
-            Staging g;
-            if (!plan_staging(300, n, element_bytes, inputs, max_cluster, &g, resident)) continue;
-            const std::string where =
-                "n " + std::to_string(n) + ", " + std::to_string(element_bytes) +
-                " bytes, inputs " + std::to_string(inputs) + ", max cluster " +
-                std::to_string(max_cluster) + ", resident " + std::to_string(resident);
-            ++planned;
-            if (n * element_bytes * inputs <= StagedPolicy::slice_bytes) continue;  // tiles
-            EXPECT_GE(g.cluster, 2) << where;
-            EXPECT_LE(g.cluster, max_cluster) << where;
-            EXPECT_EQ(g.slice % vec, 0) << where;
-            EXPECT_GE(g.slice * g.cluster, n) << where;
-            EXPECT_LT(g.slice * (g.cluster - 1), n) << where;
-            EXPECT_LE(g.resident, resident) << where;
-            EXPECT_EQ(g.buffer_elems, g.slice * inputs) << where;
-            EXPECT_EQ(g.smem,
-                      static_cast<size_t>((g.buffer_elems + g.resident * g.slice) * element_bytes))
-                << where;
-            const int64_t rounding = 16 * (inputs + g.resident);
-            if (g.resident > 0) {
-              ++with_resident;
-              EXPECT_LE(static_cast<int64_t>(g.smem), StagedPolicy::slice_bytes + rounding)
+          for (int max_large_cluster : {8, 16}) {
+            for (int64_t n = 64 * kKiB / element_bytes + vec; n <= 2 * 1024 * kKiB / element_bytes;
+                 n += 4093 * vec) {
+              Staging g;
+              if (!plan_staging(300, n, element_bytes, inputs, max_cluster, &g, resident,
+                                max_large_cluster))
+                continue;
+              const std::string where =
+                  "n " + std::to_string(n) + ", " + std::to_string(element_bytes) +
+                  " bytes, inputs " + std::to_string(inputs) + ", max cluster " +
+                  std::to_string(max_cluster) + ", resident " + std::to_string(resident) +
+                  ", max large cluster " + std::to_string(max_large_cluster);
+              ++planned;
+              if (n * element_bytes * inputs <= StagedPolicy::slice_bytes) continue;  // tiles
+              EXPECT_GE(g.cluster, 2) << where;
+              EXPECT_LE(g.cluster, max_cluster) << where;
+              EXPECT_EQ(g.slice % vec, 0) << where;
+              EXPECT_GE(g.slice * g.cluster, n) << where;
+              EXPECT_LT(g.slice * (g.cluster - 1), n) << where;
+              EXPECT_LE(g.resident, resident) << where;
+              EXPECT_EQ(g.buffer_elems, g.slice * inputs) << where;
+              EXPECT_EQ(g.smem, static_cast<size_t>((g.buffer_elems + g.resident * g.slice) *
+                                                    element_bytes))
                   << where;
-            } else {
-              EXPECT_LE(static_cast<int64_t>(g.smem), StagedPolicy::large_slice_bytes + rounding)
-                  << where;
+              const int64_t rounding = 16 * (inputs + g.resident);
+              if (g.resident > 0) {
+                ++with_resident;
+                EXPECT_LE(static_cast<int64_t>(g.smem), StagedPolicy::slice_bytes + rounding)
+                    << where;
+              } else {
+                EXPECT_LE(static_cast<int64_t>(g.smem), StagedPolicy::large_slice_bytes + rounding)
+                    << where;
+              }
+              if (static_cast<int64_t>(g.smem) > StagedPolicy::slice_bytes + rounding) {
+                ++large;
+                EXPECT_LE(g.cluster, max_large_cluster) << where;
+              }
+              EXPECT_EQ(g.grid, 300u * static_cast<unsigned>(g.cluster)) << where;
             }
-            EXPECT_EQ(g.grid, 300u * static_cast<unsigned>(g.cluster)) << where;
           }
         }
       }
     }
   }
   EXPECT_GT(planned, 100);
+  EXPECT_GT(large, 10);
   EXPECT_GT(with_resident, 20);
 }
 

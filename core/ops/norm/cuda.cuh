@@ -1700,15 +1700,25 @@ bool launch_staged(const Plan& p, int32_t device, cudaStream_t stream) {
     const bool resident = sizeof(S) == 2 && p.kind == Kind::rms && p.weight.data && !p.bias.data &&
                           !p.residual.data && (std::is_same_v<S, math::half_t> || !lean);
     const int inputs = p.residual.data ? 2 : 1;
+    // Rows with a residual past what portable clusters of 128 KiB slices hold (f32 rows past
+    // 131072, 16-bit past 262144) take clusters of up to 16 of them where the device holds one
+    // (rows::large_cluster_limit); they have no grid-group kernel (launch_grid_rows), and the
+    // streaming kernel runs a block a row. H200 A/B (2026-12-03 10:32Z, kf-bench, same call, two
+    // passes), RMS norm with a residual, % of copy, streaming -> clusters: f32 rows of 200000 /
+    // 262144 26.7 / 21.5-21.6 -> 62.1-62.4 / 65.8-69.0 (13 and 16 blocks), f16 / bf16 rows of
+    // 524288 12.4-12.5 -> 45.3-48.6 / 44.4-47.7; every other row within 2 points.
+    const bool large = p.residual.data != nullptr;
     if constexpr (std::is_same_v<S, math::half_t>) {
       if (lean)
         return rows::stage_and_launch<staged_kernel<S, false>, staged_kernel<S, true>,
                                       resident_kernel<S, false>()>(
-            p, p.walk, sizeof(S), inputs, device, stream, "norm kernel launch", resident ? 1 : 0);
+            p, p.walk, sizeof(S), inputs, device, stream, "norm kernel launch", resident ? 1 : 0,
+            large);
     }
     return rows::stage_and_launch<staged_kernel<S, false>, staged_kernel<S, true>,
-                                  resident_kernel<S, true>()>(
-        p, p.walk, sizeof(S), inputs, device, stream, "norm kernel launch", resident ? 1 : 0);
+                                  resident_kernel<S, true>()>(p, p.walk, sizeof(S), inputs, device,
+                                                              stream, "norm kernel launch",
+                                                              resident ? 1 : 0, large);
   }
 }
 

@@ -231,6 +231,27 @@ int prepare_staged_kernel(int32_t device) {
   return limit;
 }
 
+// The largest cluster of 128 KiB slices (StagedPolicy::large_slice_bytes) that kKernel, prepared
+// by prepare_staged_kernel<kKernel, true> with `max_cluster` as its answer, may use on `device`:
+// max_cluster where the device holds one such cluster at once, else the portable size.
+template <auto kKernel>
+int large_cluster_limit(int32_t device, int max_cluster) {
+  using P = StagedPolicy;
+  if (max_cluster <= P::max_portable_cluster) return max_cluster;
+  static std::atomic<int> cache[64];
+  const bool cacheable = device >= 0 && device < 64;
+  if (cacheable) {
+    if (const int n = cache[device].load(std::memory_order_acquire)) return n;
+  }
+  const int limit =
+      cuda::max_active_clusters(kKernel, P::threads, static_cast<size_t>(P::large_slice_bytes),
+                                max_cluster) > 0
+          ? max_cluster
+          : P::max_portable_cluster;
+  if (cacheable) cache[device].store(limit, std::memory_order_release);
+  return limit;
+}
+
 // Blocks of `kernel` (threads and smem bytes each, in clusters of `cluster`) that fit on `device`
 // at once, a whole number of clusters; 0 when the runtime cannot tell. The answer depends on
 // nothing else, so each thread keeps its last few rather than query the runtime at every launch.
@@ -283,15 +304,23 @@ void launch_staged(void (*kernel)(Plan, Staging), const Plan& plan, Staging g, i
 
 // Plans and launches a family's staged kernels (kTiled without clusters, kClustered with, or
 // kResident where plan_staging keeps `resident` per-column operands in shared memory) over
-// plan's rows; false when they cannot be staged (the caller takes another path).
+// plan's rows; false when they cannot be staged (the caller takes another path). With
+// `large_clusters`, rows of 128 KiB slices may take clusters past the portable size where the
+// device holds them (large_cluster_limit); a family asks for it where such rows have no better
+// path.
 template <auto kTiled, auto kClustered, auto kResident = kClustered, class Plan>
 bool stage_and_launch(const Plan& plan, const Walk& w, int element_bytes, int inputs,
-                      int32_t device, cudaStream_t stream, const char* what, int resident = 0) {
+                      int32_t device, cudaStream_t stream, const char* what, int resident = 0,
+                      bool large_clusters = false) {
   const int max_cluster = prepare_staged_kernel<kClustered, true>(device);
   prepare_staged_kernel<kTiled, false>(device);
   if (resident > 0) prepare_staged_kernel<kResident, true>(device);
+  const int max_large_cluster = large_clusters
+                                    ? large_cluster_limit<kClustered>(device, max_cluster)
+                                    : StagedPolicy::max_portable_cluster;
   Staging g;
-  if (!plan_staging(w.rows, w.row_length, element_bytes, inputs, max_cluster, &g, resident))
+  if (!plan_staging(w.rows, w.row_length, element_bytes, inputs, max_cluster, &g, resident,
+                    max_large_cluster))
     return false;
   launch_staged(g.cluster > 1 ? (g.resident > 0 ? kResident : kClustered) : kTiled, plan, g, device,
                 stream, what);

@@ -68,10 +68,12 @@ struct Staging {
 // where clusters are not available). resident: per-column operands (of n elements, the same
 // for every row) the clustered kernel would keep in shared memory; as many of them as fit
 // 64 KiB slices in max_cluster blocks are planned (Staging::resident), none where none fits.
-// Returns false when the rows cannot be staged: the length does not fill whole 16-byte vectors,
-// or a row needs more than max_cluster slices.
+// max_large_cluster: the largest cluster of 128 KiB slices (one block an SM) the kernel may use,
+// within max_cluster. Returns false when the rows cannot be staged: the length does not fill
+// whole 16-byte vectors, or a row needs more slices than those limits allow.
 inline bool plan_staging(int64_t rows, int64_t n, int element_bytes, int inputs, int max_cluster,
-                         Staging* s, int resident = 0) {
+                         Staging* s, int resident = 0,
+                         int max_large_cluster = StagedPolicy::max_portable_cluster) {
   using P = StagedPolicy;
   const int64_t vec = 16 / element_bytes;
   if (n % vec != 0) return false;
@@ -110,10 +112,10 @@ inline bool plan_staging(int64_t rows, int64_t n, int element_bytes, int inputs,
         break;
       }
     }
-    if (blocks > limit) {  // 128 KiB slices, in portable clusters (one block per SM)
+    if (blocks > limit) {  // 128 KiB slices (one block per SM), in max_large_cluster blocks
       budget = P::large_slice_bytes;
       blocks = (row_bytes + budget - 1) / budget;
-      limit = limit < P::max_portable_cluster ? limit : P::max_portable_cluster;
+      limit = limit < max_large_cluster ? limit : max_large_cluster;
     }
     if (blocks > limit || blocks < 2) return false;
     const int64_t per_block = (n + blocks - 1) / blocks;
