@@ -393,31 +393,28 @@ __global__ void __launch_bounds__(StagedTrainingPolicy::threads)
 // before sm_90, 16 where the device can hold such a cluster of 36 KiB slices, else 8.
 template <class S>
 int prepare_staged_training(int32_t device) {
-  using Policy = StagedTrainingPolicy;
-  static std::atomic<int> cache[64];
-  const bool cacheable = device >= 0 && device < 64;
-  if (cacheable) {
-    if (const int n = cache[device].load(std::memory_order_acquire)) return n;
-  }
-  const auto kernel = train_staged_kernel<S>;
-  cuda::check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   static_cast<int>(Policy::large_slice_bytes)),
-              "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
-  cuda::check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                   cudaSharedmemCarveoutMaxShared),
-              "cudaFuncSetAttribute(PreferredSharedMemoryCarveout)");
-  int limit = 1;
-  if (cuda::compute_major(device) >= 9) {
-    limit = Policy::max_portable_split;
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) ==
-            cudaSuccess &&
-        rows::resident_blocks(kernel, Policy::threads, static_cast<size_t>(Policy::slice_bytes),
-                              Policy::max_split, device) > 0)
-      limit = Policy::max_split;
-    cudaGetLastError();  // a refused non-portable size is not an error of the op
-  }
-  if (cacheable) cache[device].store(limit, std::memory_order_release);
-  return limit;
+  static std::atomic<int> kept[cuda::kKeptDevices];
+  return cuda::once_per_device(kept, device, [device] {
+    using Policy = StagedTrainingPolicy;
+    const auto kernel = train_staged_kernel<S>;
+    cuda::check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     static_cast<int>(Policy::large_slice_bytes)),
+                "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
+    cuda::check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                     cudaSharedmemCarveoutMaxShared),
+                "cudaFuncSetAttribute(PreferredSharedMemoryCarveout)");
+    int limit = 1;
+    if (cuda::compute_major(device) >= 9) {
+      limit = Policy::max_portable_split;
+      if (cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) ==
+              cudaSuccess &&
+          rows::resident_blocks(kernel, Policy::threads, static_cast<size_t>(Policy::slice_bytes),
+                                Policy::max_split, device) > 0)
+        limit = Policy::max_split;
+      cudaGetLastError();  // a refused non-portable size is not an error of the op
+    }
+    return limit;
+  });
 }
 
 // The staged kernel where it applies: channels-first data whose channel runs fill whole 16-byte

@@ -21,18 +21,16 @@ using kf::FastDivmod;  // core/ops/fast_divmod.cuh
 // kernel passes the same two numbers: the answer is queried once per device).
 template <auto kKernel>
 int64_t resident_blocks(int32_t device, int threads, size_t smem) {
-  static std::atomic<int> per_sm_cache[64];
-  const bool cacheable = device >= 0 && device < 64;
-  int per_sm = cacheable ? per_sm_cache[device].load(std::memory_order_relaxed) : 0;
-  if (per_sm == 0) {
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kKernel, threads, smem) !=
-            cudaSuccess ||
-        per_sm < 1) {
+  static std::atomic<int> per_sm_kept[cuda::kKeptDevices];
+  const int per_sm = cuda::once_per_device(per_sm_kept, device, [threads, smem] {
+    int n = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kKernel, threads, smem) != cudaSuccess ||
+        n < 1) {
       cudaGetLastError();  // a failed query is not an error of the op: assume one block per SM
-      per_sm = 1;
+      n = 1;
     }
-    if (cacheable) per_sm_cache[device].store(per_sm, std::memory_order_relaxed);
-  }
+    return n;
+  });
   return int64_t{per_sm} * cuda::sm_count(device);
 }
 

@@ -228,18 +228,18 @@ auto with_grid_words(GridScratch& scratch, MemoryPool& pool, size_t bytes, cudaS
 template <auto kKernel, int kThreads, size_t kSmem, class Plan>
 bool launch_grid_groups(const Plan& plan, int64_t blocks, int words, int32_t device,
                         cudaStream_t stream, const char* what) {
-  static std::atomic<bool> prepared[64];
+  static std::atomic<bool> prepared[cuda::kKeptDevices];
   if (blocks <= 0 || plan.pool == nullptr || plan.grid == nullptr) return false;
-  if (device < 0 || device >= 64 || cuda::compute_major(device) < 9) return false;
-  if (!prepared[device].load(std::memory_order_acquire)) {
+  if (device < 0 || cuda::compute_major(device) < 9) return false;
+  cuda::once_per_device(prepared, device, [] {
     cuda::check(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      static_cast<int>(kSmem)),
                 "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
     cuda::check(cudaFuncSetAttribute(kKernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                      cudaSharedmemCarveoutMaxShared),
                 "cudaFuncSetAttribute(PreferredSharedMemoryCarveout)");
-    prepared[device].store(true, std::memory_order_release);
-  }
+    return true;
+  });
   const int64_t groups =
       std::min(resident_blocks(kKernel, kThreads, kSmem, 1, device) / blocks, plan.walk.rows);
   if (groups < 1) return false;

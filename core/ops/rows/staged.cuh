@@ -202,33 +202,30 @@ __device__ __forceinline__ int slice_rank(const Staging& g) {
 // 16-block cluster of 64 KiB slices, else 8.
 template <auto kKernel, bool kClustered>
 int prepare_staged_kernel(int32_t device) {
-  static std::atomic<int> cache[64];
-  const bool cacheable = device >= 0 && device < 64;
-  if (cacheable) {
-    if (const int n = cache[device].load(std::memory_order_acquire)) return n;
-  }
-  using P = StagedPolicy;
-  int limit = 1;
-  cuda::check(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   static_cast<int>(P::large_slice_bytes)),
-              "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
-  // The clustered kernel takes the largest carveout: left to the driver, its 64 KiB slices got a
-  // 135 KiB configuration, two blocks per SM. (The tile kernel's 32 KiB leave room for L1.)
-  if (kClustered)
-    cuda::check(cudaFuncSetAttribute(kKernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                     cudaSharedmemCarveoutMaxShared),
-                "cudaFuncSetAttribute(PreferredSharedMemoryCarveout)");
-  if (kClustered && cuda::compute_major(device) >= 9) {
-    limit = P::max_portable_cluster;
-    if (cudaFuncSetAttribute(kKernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) ==
-            cudaSuccess &&
-        cuda::max_active_clusters(kKernel, P::threads, static_cast<size_t>(P::slice_bytes),
-                                  P::max_cluster) > 0)
-      limit = P::max_cluster;
-    cudaGetLastError();  // a refused non-portable size is not an error of the op
-  }
-  if (cacheable) cache[device].store(limit, std::memory_order_release);
-  return limit;
+  static std::atomic<int> kept[cuda::kKeptDevices];
+  return cuda::once_per_device(kept, device, [device] {
+    using P = StagedPolicy;
+    int limit = 1;
+    cuda::check(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     static_cast<int>(P::large_slice_bytes)),
+                "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
+    // The clustered kernel takes the largest carveout: left to the driver, its 64 KiB slices got
+    // a 135 KiB configuration, two blocks per SM. (The tile kernel's 32 KiB leave room for L1.)
+    if (kClustered)
+      cuda::check(cudaFuncSetAttribute(kKernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                       cudaSharedmemCarveoutMaxShared),
+                  "cudaFuncSetAttribute(PreferredSharedMemoryCarveout)");
+    if (kClustered && cuda::compute_major(device) >= 9) {
+      limit = P::max_portable_cluster;
+      if (cudaFuncSetAttribute(kKernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) ==
+              cudaSuccess &&
+          cuda::max_active_clusters(kKernel, P::threads, static_cast<size_t>(P::slice_bytes),
+                                    P::max_cluster) > 0)
+        limit = P::max_cluster;
+      cudaGetLastError();  // a refused non-portable size is not an error of the op
+    }
+    return limit;
+  });
 }
 
 // The largest cluster of 128 KiB slices (StagedPolicy::large_slice_bytes) that kKernel, prepared
@@ -238,18 +235,13 @@ template <auto kKernel>
 int large_cluster_limit(int32_t device, int max_cluster) {
   using P = StagedPolicy;
   if (max_cluster <= P::max_portable_cluster) return max_cluster;
-  static std::atomic<int> cache[64];
-  const bool cacheable = device >= 0 && device < 64;
-  if (cacheable) {
-    if (const int n = cache[device].load(std::memory_order_acquire)) return n;
-  }
-  const int limit =
-      cuda::max_active_clusters(kKernel, P::threads, static_cast<size_t>(P::large_slice_bytes),
-                                max_cluster) > 0
-          ? max_cluster
-          : P::max_portable_cluster;
-  if (cacheable) cache[device].store(limit, std::memory_order_release);
-  return limit;
+  static std::atomic<int> kept[cuda::kKeptDevices];
+  return cuda::once_per_device(kept, device, [max_cluster] {
+    return cuda::max_active_clusters(kKernel, P::threads, static_cast<size_t>(P::large_slice_bytes),
+                                     max_cluster) > 0
+               ? max_cluster
+               : P::max_portable_cluster;
+  });
 }
 
 // Blocks of `kernel` (threads and smem bytes each, in clusters of `cluster`) that fit on `device`

@@ -631,14 +631,13 @@ void launch_tile_kernel(const Plan& p, int64_t rows, int32_t device, cudaStream_
   if (smem > 0) {
     // The shared memory past 48 KiB is allowed once per device (as prepare_staged_kernel does),
     // not at every launch.
-    static std::atomic<bool> allowed[64];
-    const bool cacheable = device >= 0 && device < 64;
-    if (!cacheable || !allowed[device].load(std::memory_order_acquire)) {
+    static std::atomic<bool> allowed[cuda::kKeptDevices];
+    cuda::once_per_device(allowed, device, [smem] {
       cuda::check(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(smem)),
                   "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
-      if (cacheable) allowed[device].store(true, std::memory_order_release);
-    }
+      return true;
+    });
   }
   const unsigned grid =
       tile_prefetches<P, S>() || smem > 0

@@ -3,10 +3,30 @@
 // KF_WITH_CUDA is set.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 namespace kf {
 namespace cuda {
+
+// Devices whose once_per_device answers are kept; answers about devices past them are computed
+// at every call.
+inline constexpr int32_t kKeptDevices = 64;
+
+// compute()'s answer about `device`, computed once per device and kept in `kept` (a slot a
+// device, T{} while unknown): the launch code's queries and one-time kernel set-up, which depend
+// on the device and nothing else. compute must not answer T{} (it would be asked again). Two
+// threads may both compute the first answer; they get the same one.
+template <class T, class Compute>
+T once_per_device(std::atomic<T> (&kept)[kKeptDevices], int32_t device, Compute&& compute) {
+  const bool keeps = device >= 0 && device < kKeptDevices;
+  if (keeps) {
+    if (const T known = kept[device].load(std::memory_order_acquire); known != T{}) return known;
+  }
+  const T answer = compute();
+  if (keeps) kept[device].store(answer, std::memory_order_release);
+  return answer;
+}
 
 // Streaming multiprocessors of `device`. Throws kf::Error(KF_ERROR_CUDA) if the query fails.
 int sm_count(int32_t device);
