@@ -188,6 +188,35 @@ class NormTest : public row_test::DeviceFixture<::testing::TestWithParam<kf_dtyp
     if (residual)
       kf_test::expect_close(kf_test::download(r_out), h, tolerance(dtype()), what + " residual");
   }
+
+  // The RMS norm with a residual and a weight in its other forms: in place (out is x and
+  // residual_out is the residual, as in a transformer block), or into a fresh out without
+  // residual_out (the norm of h all the same).
+  void check_rms_norm_residual_form(int64_t rows, int64_t length, bool in_place,
+                                    kf_activation_t act, uint64_t salt) {
+    const uint64_t s = seed(salt);
+    const std::string what = label(std::string("rms norm with a residual ") +
+                                       (in_place ? "in place" : "without residual_out") + " rows " +
+                                       std::to_string(rows) + " x " + std::to_string(length),
+                                   s);
+    SCOPED_TRACE(what);
+    const size_t n = static_cast<size_t>(rows * length);
+    Tensor x = tensor({rows, length}, dtype()), r = tensor({rows, length}, dtype());
+    Tensor out = tensor({rows, length}, dtype()), w = tensor({length}, dtype());
+    const auto xv = fill(x, dtype(), n, s);
+    const auto rv = fill(r, dtype(), n, s + 1);
+    const auto wv = fill(w, dtype(), static_cast<size_t>(length), s + 2);
+    kf_test::poison(out);
+    KF_ASSERT_OK(kf_fused_rms_norm_activation(ctx(), x, r, w, in_place ? x.t : out.t,
+                                              in_place ? r.t : nullptr, 1e-6, act, nullptr));
+    std::vector<double> h = xv;
+    for (size_t i = 0; i < n; ++i) h[i] += rv[i];
+    h = kf_test::round_to_dtype(h, dtype());
+    if (in_place)
+      kf_test::expect_close(kf_test::download(r), h, tolerance(dtype()), what + " residual");
+    kf_test::expect_close(kf_test::download(in_place ? x : out),
+                          rms_norm_ref(h, length, wv, 1e-6, act), tolerance(dtype()), what);
+  }
 };
 
 const int64_t kRows[] = {1, 3, 7};
@@ -771,25 +800,7 @@ TEST_P(NormTest, ResidualRowsOverManySteps) {
     }
     check_rms_norm(cuda ? 1000 : 20, length, true, false, KF_ACTIVATION_RELU, salt += 3);
     // In place, the transformer-block form: out is x and residual_out is residual.
-    const int64_t rows = cuda ? 1700 : 20;
-    const size_t n = static_cast<size_t>(rows * length);
-    const uint64_t s = seed(salt += 3);
-    SCOPED_TRACE(label(
-        "rms norm in place rows " + std::to_string(rows) + " x " + std::to_string(length), s));
-    Tensor a = tensor({rows, length}, dtype()), r = tensor({rows, length}, dtype());
-    Tensor w = tensor({length}, dtype());
-    const auto av = fill(a, dtype(), n, s);
-    const auto rv = fill(r, dtype(), n, s + 1);
-    const auto wv = fill(w, dtype(), static_cast<size_t>(length), s + 2);
-    KF_ASSERT_OK(
-        kf_fused_rms_norm_activation(ctx(), a, r, w, a, r, 1e-6, KF_ACTIVATION_NONE, nullptr));
-    std::vector<double> h = av;
-    for (size_t i = 0; i < n; ++i) h[i] += rv[i];
-    h = kf_test::round_to_dtype(h, dtype());
-    kf_test::expect_close(kf_test::download(r), h, tolerance(dtype()), "residual in place");
-    kf_test::expect_close(kf_test::download(a),
-                          rms_norm_ref(h, length, wv, 1e-6, KF_ACTIVATION_NONE), tolerance(dtype()),
-                          "out in place");
+    check_rms_norm_residual_form(cuda ? 1700 : 20, length, true, KF_ACTIVATION_NONE, salt += 3);
   }
 }
 
@@ -821,33 +832,36 @@ TEST_P(NormTest, ManyLongRows) {
   }
 }
 
-// The RMS norm with a residual over rows of 0.8 to 4 MiB of both operands. On CUDA (sm_90) the
-// rows past what portable clusters of 128 KiB slices hold take up to 16 such slices in a cluster,
-// one block an SM, where the device holds one (f32 rows of 200000 take 13, of 262144 16; 16-bit
-// rows of 524288 16); 16-bit rows of 200000 take 13 slices of 64 KiB, f32 rows of 524288 the
-// streaming kernel. More rows than the device holds such clusters; with a weight and without.
-// The CPU backend checks fewer rows.
+// The RMS norm with a residual over rows of 0.8 to 3.2 MiB of both operands that are not a whole
+// number of the grid-group kernel's shares (GridGroupRowsWithResidual takes those). On CUDA
+// (sm_90) the rows past what portable clusters of 128 KiB slices hold take up to 16 such slices
+// in a cluster, one block an SM, where the device holds one (f32 rows of 200000 take 13, of
+// 250000 16; 16-bit rows of 400000 13); 16-bit rows of 200000 and 250000 take 13 and 16 slices
+// of 64 KiB, f32 rows of 400000 the streaming kernel. More rows than the device holds such
+// clusters; with a weight and without. The CPU backend checks fewer rows.
 TEST_P(NormTest, ResidualRowsOfLargeSlices) {
   uint64_t salt = 3150;
   const int64_t rows = kf_test::device_under_test() == KF_DEVICE_CUDA ? 40 : 3;
-  for (int64_t length : {int64_t{200000}, int64_t{262144}, int64_t{524288}}) {
+  for (int64_t length : {int64_t{200000}, int64_t{250000}, int64_t{400000}}) {
     check_rms_norm(rows, length, true, true, KF_ACTIVATION_NONE, salt += 3);
     check_rms_norm(rows, length, true, false, KF_ACTIVATION_GELU, salt += 3);
   }
 }
 
 // More long rows than a GPU holds clusters at once: on CUDA the clusters stay resident and walk
-// the rows (f32 rows of 262144 take clusters of 16, 16-bit ones of 8; at most ~25 and ~50 of
-// them fit on an H100 or H200), each block restaging its slice of the next row as it finishes
-// the current one, and RMS norm alternating its cluster exchange slots. CUDA only: the CPU
-// backend has no such loop, and the rows are large (64 x 262144).
+// the rows, each block restaging its slice of the next row as it finishes the current one, and
+// RMS norm alternating its cluster exchange slots. Rows of 262136, 8 short of a whole number of
+// the grid-group kernel's shares (rows of 262144 take that kernel: GridGroupRows): f32 rows take
+// clusters of 16 slices of 64 KiB (of 128 KiB with a residual), 16-bit ones 8 (16 with a
+// residual or the RMS norm's resident weight). CUDA only: the CPU backend has no such loop, and
+// the rows are large (64 x 262136).
 TEST_P(NormTest, RowsPerResidentCluster) {
   if (kf_test::device_under_test() != KF_DEVICE_CUDA)
     GTEST_SKIP() << "the resident-cluster loop is of the CUDA backend";
   uint64_t salt = 2950;
-  check_layer_norm(64, 262144, true, KF_ACTIVATION_RELU, salt += 3);
-  check_rms_norm(64, 262144, false, true, KF_ACTIVATION_NONE, salt += 3);
-  check_rms_norm(64, 262144, true, true, KF_ACTIVATION_NONE, salt += 3);
+  check_layer_norm(64, 262136, true, KF_ACTIVATION_RELU, salt += 3);
+  check_rms_norm(64, 262136, false, true, KF_ACTIVATION_NONE, salt += 3);
+  check_rms_norm(64, 262136, true, true, KF_ACTIVATION_NONE, salt += 3);
 }
 
 // RMS norm rows of 256 KiB and more without a residual: on CUDA (sm_90) the grid-group kernel (a
@@ -915,6 +929,29 @@ TEST_P(NormTest, GridGroupRows) {
                             layer_norm_ref(xv, length, {}, {}, 1e-5, KF_ACTIVATION_NONE).out,
                             tolerance(dtype()), "layer norm, first block apart");
     }
+}
+
+// The RMS norm with a residual over rows of 256 KiB and more that are a whole number of the
+// grid-group kernel's shares: on CUDA (sm_90) its form with a residual (both operands staged, one
+// block an SM, h written over the staged x and to residual_out): fewer rows than the grid holds
+// groups and more, 8 to 64 blocks a row (f32 rows of 65536 to 524288; 16-bit rows of 65536 still
+// take a cluster), with a weight and without, with activations, with no residual_out, and in
+// place (out is x, residual_out is the residual). CUDA only, as GridGroupRows.
+TEST_P(NormTest, GridGroupRowsWithResidual) {
+  if (kf_test::device_under_test() != KF_DEVICE_CUDA)
+    GTEST_SKIP() << "the grid-group rows are a form of the CUDA backend";
+  uint64_t salt = 4550;
+  const bool narrow = dtype() != KF_DTYPE_FLOAT32;
+  std::vector<int64_t> lengths = {65536, 131072, 262144, 524288};
+  if (narrow) lengths.push_back(1048576);  // 16-bit rows of 64 blocks
+  for (int64_t length : lengths) {
+    const int64_t many = length <= 262144 ? 70 : length <= 524288 ? 30 : 5;
+    check_rms_norm(3, length, true, true, KF_ACTIVATION_NONE, salt += 3);
+    check_rms_norm(many, length, true, true, KF_ACTIVATION_SILU, salt += 3);
+    check_rms_norm(many, length, true, false, KF_ACTIVATION_NONE, salt += 3);
+    check_rms_norm_residual_form(9, length, false, KF_ACTIVATION_GELU, salt += 3);
+    check_rms_norm_residual_form(20, length, true, KF_ACTIVATION_RELU, salt += 3);
+  }
 }
 
 // The grid-group rows on streams of their own: each stream keeps its words for the partials and

@@ -1,8 +1,8 @@
 // CUDA backend of the norm family, five regimes chosen per call:
-//  - grid-group rows (core/ops/rows/grid_group.cuh) for the RMS norm's f32/f16/bf16 rows of
-//    256 KiB and more without a residual, dense, 16-byte aligned and a whole number of its
-//    blocks' shares, on sm_90: each row over a group of blocks of a cooperative grid, the sums
-//    exchanged through global memory (launch_grid_rows);
+//  - grid-group rows (core/ops/rows/grid_group.cuh) for the norms' f32/f16/bf16 rows of 256 KiB
+//    and more (the RMS norm's with a residual too), dense, 16-byte aligned and a whole number of
+//    its blocks' shares, on sm_90: each row over a group of blocks of a cooperative grid, the
+//    sums exchanged through global memory (launch_grid_rows);
 //  - staged rows (core/ops/rows/staged.cuh) for f32/f16/bf16 rows that are dense, 16-byte
 //    aligned and fill whole 16-byte vectors, where they measured faster (see launch_staged):
 //    f32 rows of more than 16 KiB up to 32 KiB (up to 64 KiB with a residual) and 16-bit rows
@@ -1308,9 +1308,13 @@ inline constexpr int kLayerLaneWords = 2;
 // kLaneWords: the published words a lane of the first warp holds, up to 32 * kLaneWords blocks
 // a row (the layer norm's kLayerLaneWords; for the RMS norm rows::kLanesWords, or 1 where a row
 // takes at most 32 blocks: launch_grid_rows).
-template <class S, bool kLayer, int kLaneWords>
-__global__ void __launch_bounds__(GridPolicy::threads, 2)
+// kResidual (the RMS norm): each slot holds the block's shares of x and of the residual (192 KiB
+// a block, one block an SM); the statistics pass writes h = x + residual, rounded to S, over the
+// staged x and to residual_out, and the output pass reads h there.
+template <class S, bool kLayer, int kLaneWords, bool kResidual = false>
+__global__ void __launch_bounds__(GridPolicy::threads, kResidual ? 1 : 2)
     grid_norm_kernel(const __grid_constant__ Plan p, const rows::GridGroups q) {
+  static_assert(!(kLayer && kResidual), "the layer norm takes no residual");
   cuda::wait_prior_grid();  // a dependent launch: nothing global is touched before this
   cuda::allow_next_grid();
   using G = GridPolicy;
@@ -1330,7 +1334,7 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
   if (group >= q.groups) return;
   const rows::Walk& w = p.walk;
   const int t = static_cast<int>(threadIdx.x), lane = t % 32, warp = t / 32;
-  const rows::GridRing<S, Vec> ring{reinterpret_cast<Vec*>(grid_bytes), t};
+  const rows::GridRing<S, Vec, kResidual ? 2 : 1> ring{reinterpret_cast<Vec*>(grid_bytes), t};
   const int64_t my_rows = (w.rows - group + q.groups - 1) / q.groups;
   const int64_t first = int64_t{rank} * G::vectors * G::threads * V;  // the block's first column
   const T count = static_cast<T>(w.row_length), eps = static_cast<T>(p.eps);
@@ -1338,7 +1342,16 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
   const auto x_row = [&](int64_t i) {  // the block's share of row i
     return static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, row_of(i)) + first;
   };
-  const auto stage = [&](int64_t i) { ring.stage(i, x_row(i)); };
+  const auto residual_row = [&](int64_t i) {  // the block's share of row i of the residual
+    return static_cast<const S*>(p.residual.data) +
+           rows::row_offset_cold(w, p.residual, row_of(i)) + first;
+  };
+  const auto stage = [&](int64_t i) {
+    if constexpr (kResidual)
+      ring.stage(i, x_row(i), residual_row(i));
+    else
+      ring.stage(i, x_row(i));
+  };
   // [row][word][block]
   const auto words_of = [&](int64_t i) { return q.words + row_of(i) * kWords * q.blocks; };
   // bf16 vectors widened a word at a time on the FMA pipe (rows::widen_bf16_pairs) and narrowed
@@ -1386,7 +1399,7 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
     }
     if (i < my_rows) {                   // row i: this block's partial, published
       async_copy::wait<G::ahead - 1>();  // this thread's copies of row i have landed
-      const Vec* s = ring.slot(i);
+      Vec* const s = ring.slot(i);
       if constexpr (kLayer && sizeof(S) == 2) {
         // One pass over the thread's values, about its first one (h0): their sums of differences
         // d and of squares d2, so the thread's part is {h0, d, d2 - d * d / n}. The lanes' parts
@@ -1415,10 +1428,34 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
         }
       } else {
         T sum = 0;
+        // kResidual: h = x + residual, as residual_out holds it (combine), over the staged x.
+        [[maybe_unused]] S* const h_out =
+            kResidual && p.residual_out.data
+                ? static_cast<S*>(p.residual_out.data) +
+                      rows::row_offset_cold(w, p.residual_out, row_of(i)) + first
+                : nullptr;
 #pragma unroll
         for (int k = 0; k < G::vectors; ++k) {
           T h[V];
-          widen(s[k * G::threads + t], h);
+          if constexpr (kResidual) {
+            Vec hv = s[k * G::threads + t];
+            T r[V];
+            widen(hv, h);
+            widen(s[ring.kShare + k * G::threads + t], r);
+#pragma unroll
+            for (int e = 0; e < V; ++e) {
+              hv.v[e] = Traits::from_compute(h[e] + r[e]);
+              h[e] = Traits::to_compute(hv.v[e]);
+            }
+            s[k * G::threads + t] = hv;
+            if (h_out) {
+              uint4 bits;
+              memcpy(&bits, &hv, sizeof bits);
+              __stcs(reinterpret_cast<uint4*>(h_out + (k * G::threads + t) * V), bits);
+            }
+          } else {
+            widen(s[k * G::threads + t], h);
+          }
 #pragma unroll
           for (int e = 0; e < V; ++e) sum += kLayer ? h[e] : h[e] * h[e];
         }
@@ -1509,6 +1546,9 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
       S* out = static_cast<S*>(p.out.data) + rows::row_offset_cold(w, p.out, row_of(j)) + first;
       const bool restage = i + G::ahead < my_rows;  // row i + 2 takes row j's slot
       const S* next = restage ? x_row(i + G::ahead) : nullptr;
+      // Row j's residual share was read in its statistics pass, before this row's barriers.
+      [[maybe_unused]] const S* next_residual = nullptr;
+      if constexpr (kResidual) next_residual = restage ? residual_row(i + G::ahead) : nullptr;
       // The output pass; kBoth (16-bit layer norm with a weight and a bias): the operands loaded
       // unconditionally and applied by one FMA. With their presence known only at run time the
       // f16 kernel spent two byte permutes an element merging predicated loads and a multiply and
@@ -1587,7 +1627,7 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
             }
             memcpy(&bits, &yv, sizeof bits);
           }
-          ring.write(s, k, out, bits, restage, next, hv);
+          ring.write(s, k, out, bits, restage, next, hv, next_residual);
         }
       };
       with_activation(p.act, [&](auto act) {
@@ -1604,15 +1644,15 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
 }
 
 // Runs the grid-group kernel where it takes the rows: the layer norm, and the RMS norm without a
-// residual, f32 and 16-bit rows of at least GridPolicy::min_row_bytes that are a whole number of
-// its blocks' shares (up to 32 * rows::kLanesWords blocks a row), on sm_90 (where it was
-// measured), when a group fits on the device at once and the plan carries the scratch
-// (Plan::pool, Plan::grid); false otherwise. The caller has checked that the rows are dense and
-// 16-byte aligned and that rows < kMaxColdRows.
+// bias (with a residual or without), f32 and 16-bit rows of at least GridPolicy::min_row_bytes
+// that are a whole number of its blocks' shares (up to 32 * rows::kLanesWords blocks a row), on
+// sm_90 (where it was measured), when a group fits on the device at once and the plan carries the
+// scratch (Plan::pool, Plan::grid); false otherwise. The caller has checked that the rows are
+// dense and 16-byte aligned and that rows < kMaxColdRows.
 template <class S>
 bool launch_grid_rows(const Plan& p, int32_t device, cudaStream_t stream) {
   using G = GridPolicy;
-  if (p.residual.data || (p.kind == Kind::rms && p.bias.data) || !p.dense) return false;
+  if ((p.kind == Kind::rms && p.bias.data) || !p.dense) return false;
   const int64_t blocks =
       rows::grid_blocks_a_row(p.walk.row_length, sizeof(S),
                               32 * (p.kind == Kind::layer ? kLayerLaneWords : rows::kLanesWords));
@@ -1628,6 +1668,14 @@ bool launch_grid_rows(const Plan& p, int32_t device, cudaStream_t stream) {
   if (p.kind == Kind::layer)
     return rows::launch_grid_groups<&grid_norm_kernel<S, true, kLayerLaneWords>, G::threads,
                                     G::smem>(p, blocks, 3, device, stream, what);
+  if (p.residual.data) {
+    constexpr size_t kSmem = 2 * G::smem;  // x's and the residual's shares a slot
+    if (blocks <= 32)
+      return rows::launch_grid_groups<&grid_norm_kernel<S, false, 1, true>, G::threads, kSmem>(
+          p, blocks, 1, device, stream, what);
+    return rows::launch_grid_groups<&grid_norm_kernel<S, false, rows::kLanesWords, true>,
+                                    G::threads, kSmem>(p, blocks, 1, device, stream, what);
+  }
   if (blocks <= 32)
     return rows::launch_grid_groups<&grid_norm_kernel<S, false, 1>, G::threads, G::smem>(
         p, blocks, 1, device, stream, what);
@@ -1702,11 +1750,12 @@ bool launch_staged(const Plan& p, int32_t device, cudaStream_t stream) {
     const int inputs = p.residual.data ? 2 : 1;
     // Rows with a residual past what portable clusters of 128 KiB slices hold (f32 rows past
     // 131072, 16-bit past 262144) take clusters of up to 16 of them where the device holds one
-    // (rows::large_cluster_limit); they have no grid-group kernel (launch_grid_rows), and the
-    // streaming kernel runs a block a row. H200 A/B (2026-12-03 10:32Z, kf-bench, same call, two
-    // passes), RMS norm with a residual, % of copy, streaming -> clusters: f32 rows of 200000 /
-    // 262144 26.7 / 21.5-21.6 -> 62.1-62.4 / 65.8-69.0 (13 and 16 blocks), f16 / bf16 rows of
-    // 524288 12.4-12.5 -> 45.3-48.6 / 44.4-47.7; every other row within 2 points.
+    // (rows::large_cluster_limit) where the grid-group kernel does not take them (launch_grid_rows:
+    // rows that are not a whole number of its shares); the streaming kernel runs a block a row.
+    // H200 A/B (2026-12-03 10:32Z, kf-bench, same call, two passes), RMS norm with a residual, % of
+    // copy, streaming -> clusters: f32 rows of 200000 / 262144 26.7 / 21.5-21.6 -> 62.1-62.4
+    // / 65.8-69.0 (13 and 16 blocks), f16 / bf16 rows of 524288 12.4-12.5 -> 45.3-48.6 / 44.4-47.7;
+    // every other row within 2 points.
     const bool large = p.residual.data != nullptr;
     if constexpr (std::is_same_v<S, math::half_t>) {
       if (lean)

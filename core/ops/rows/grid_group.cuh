@@ -130,36 +130,55 @@ __device__ __forceinline__ void copy16_after_read(void* to, const void* from, co
 }
 
 // A block's ring of staged rows (GridPolicy), over 16-byte vectors of S: row i's share in slot
-// i % slots. Each thread copies and reads back only its own vectors (k * threads + t), so the
-// ring needs no barrier.
-template <class S, class Vec>
+// i % slots, of kOperands operands (x, and the RMS norm's residual after it). Each thread copies
+// and reads back only its own vectors (k * threads + t of each operand), so the ring needs no
+// barrier.
+template <class S, class Vec, int kOperands = 1>
 struct GridRing {
   static_assert(sizeof(Vec) == 16, "16-byte vectors");
+  static_assert(kOperands == 1 || kOperands == 2, "x, or x and a residual");
   static constexpr int V = 16 / sizeof(S);
+  static constexpr int kShare = GridPolicy::vectors * GridPolicy::threads;  // vectors an operand
+  static constexpr size_t smem = GridPolicy::smem * kOperands;
   Vec* ring;
   int t;  // this thread
 
+  // Row i's slot: its x share (vector k of thread t at k * threads + t), then the second
+  // operand's (kShare vectors on).
   __device__ __forceinline__ Vec* slot(int64_t i) const {
-    return ring + (i % GridPolicy::slots) * (GridPolicy::vectors * GridPolicy::threads);
+    return ring + (i % GridPolicy::slots) * (kOperands * kShare);
   }
-  // Copies this thread's vectors of the share at `from` (cp.async) into row i's slot.
-  __device__ __forceinline__ void stage(int64_t i, const S* from) const {
+  // Copies this thread's vectors of the shares at `from` (and, with two operands, `second`)
+  // (cp.async) into row i's slot.
+  __device__ __forceinline__ void stage(int64_t i, const S* from, const S* second = nullptr) const {
     Vec* to = slot(i);
 #pragma unroll
     for (int k = 0; k < GridPolicy::vectors; ++k)
       async_copy::copy16(to + k * GridPolicy::threads + t,
                          from + (k * GridPolicy::threads + t) * V);
+    if constexpr (kOperands == 2) {
+#pragma unroll
+      for (int k = 0; k < GridPolicy::vectors; ++k)
+        async_copy::copy16(to + kShare + k * GridPolicy::threads + t,
+                           second + (k * GridPolicy::threads + t) * V);
+    }
   }
   // Streams `bits` to this thread's vector k of the output share `out`, then, with `restage`,
-  // copies the slot's vector k again from the share at `next` (`read`: that vector, just read).
+  // copies the slot's vector k again from the share at `next` (`read`: that vector, just read)
+  // and, with two operands, the second operand's vector k from `next_second` (read in an earlier
+  // pass, before a barrier).
   __device__ __forceinline__ void write(Vec* slot, int k, S* out, uint4 bits, bool restage,
-                                        const S* next, const Vec& read) const {
+                                        const S* next, const Vec& read,
+                                        const S* next_second = nullptr) const {
     __stcs(reinterpret_cast<uint4*>(out + (k * GridPolicy::threads + t) * V), bits);  // streamed
     if (restage) {
       uint4 words;
       memcpy(&words, &read, sizeof words);
       copy16_after_read(slot + k * GridPolicy::threads + t,
                         next + (k * GridPolicy::threads + t) * V, words);
+      if constexpr (kOperands == 2)
+        async_copy::copy16(slot + kShare + k * GridPolicy::threads + t,
+                           next_second + (k * GridPolicy::threads + t) * V);
     }
   }
 };
