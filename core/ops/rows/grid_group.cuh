@@ -139,7 +139,6 @@ struct GridRing {
   static_assert(kOperands == 1 || kOperands == 2, "x, or x and a residual");
   static constexpr int V = 16 / sizeof(S);
   static constexpr int kShare = GridPolicy::vectors * GridPolicy::threads;  // vectors an operand
-  static constexpr size_t smem = GridPolicy::smem * kOperands;
   Vec* ring;
   int t;  // this thread
 
