@@ -1749,13 +1749,13 @@ bool launch_staged(const Plan& p, int32_t device, cudaStream_t stream) {
                           !p.residual.data && (std::is_same_v<S, math::half_t> || !lean);
     const int inputs = p.residual.data ? 2 : 1;
     // Rows with a residual past what portable clusters of 128 KiB slices hold (f32 rows past
-    // 131072, 16-bit past 262144) take clusters of up to 16 of them where the device holds one
-    // (rows::large_cluster_limit) where the grid-group kernel does not take them (launch_grid_rows:
-    // rows that are not a whole number of its shares); the streaming kernel runs a block a row.
-    // H200 A/B (2026-12-03 10:32Z, kf-bench, same call, two passes), RMS norm with a residual, % of
-    // copy, streaming -> clusters: f32 rows of 200000 / 262144 26.7 / 21.5-21.6 -> 62.1-62.4
-    // / 65.8-69.0 (13 and 16 blocks), f16 / bf16 rows of 524288 12.4-12.5 -> 45.3-48.6 / 44.4-47.7;
-    // every other row within 2 points.
+    // 131072, 16-bit past 262144) and that the grid-group kernel leaves (launch_grid_rows: not a
+    // whole number of its shares) take clusters of up to 16 such slices where the device holds
+    // one (rows::large_cluster_limit); else the streaming kernel runs them, a block a row. H200
+    // A/B (2026-12-03 10:32Z, before the grid-group kernel took any residual; kf-bench, same call,
+    // two passes), RMS norm with a residual, % of copy, streaming -> clusters: f32 rows of 200000 /
+    // 262144 26.7 / 21.5-21.6 -> 62.1-62.4 / 65.8-69.0 (13 and 16 blocks), f16 / bf16 rows of
+    // 524288 12.4-12.5 -> 45.3-48.6 / 44.4-47.7; every other row within 2 points.
     const bool large = p.residual.data != nullptr;
     if constexpr (std::is_same_v<S, math::half_t>) {
       if (lean)
