@@ -1,8 +1,9 @@
 // CUDA backend of the norm family, five regimes chosen per call:
-//  - grid-group rows (core/ops/rows/grid_group.cuh) for the norms' f32/f16/bf16 rows of 256 KiB
-//    and more (the RMS norm's with a residual too), dense, 16-byte aligned and a whole number of
-//    its blocks' shares, on sm_90: each row over a group of blocks of a cooperative grid, the
-//    sums exchanged through global memory (launch_grid_rows);
+//  - grid-group rows (core/ops/rows/grid_group.cuh) for the norms' rows of 64 KiB and more that
+//    the register-cached kernel does not hold (16-bit rows from 64 KiB, f32 rows past 64 KiB;
+//    the RMS norm's with a residual too), dense, 16-byte aligned and a whole number of its
+//    blocks' shares, on sm_90: each row over a group of blocks of a cooperative grid, the sums
+//    exchanged through global memory (launch_grid_rows);
 //  - staged rows (core/ops/rows/staged.cuh) for f32/f16/bf16 rows that are dense, 16-byte
 //    aligned and fill whole 16-byte vectors, where they measured faster (see launch_staged):
 //    f32 rows of more than 16 KiB up to 32 KiB (up to 64 KiB with a residual) and 16-bit rows
@@ -1209,7 +1210,7 @@ constexpr auto resident_kernel() {
   }
 }
 
-// ---- grid-group rows (rows::GridGroups): the norms' rows of 256 KiB and more ------------------
+// ---- grid-group rows (rows::GridGroups): the norms' rows of 64 KiB and more -------------------
 //
 // Each row is spread over a group of blocks, each block owning GridPolicy::vectors * threads
 // 16-byte vectors, the same columns of every row of the group, on a cooperative grid of two
@@ -1403,8 +1404,11 @@ __global__ void __launch_bounds__(GridPolicy::threads, kResidual ? 1 : 2)
       if constexpr (kLayer && sizeof(S) == 2) {
         // One pass over the thread's values, about its first one (h0): their sums of differences
         // d and of squares d2, so the thread's part is {h0, d, d2 - d * d / n}. The lanes' parts
-        // meet by Chan's formula (merge_moments) about lane 0's h0, so that rows with a large
-        // mean keep their variance.
+        // meet by Chan's formula (merge_moments) about lane 0's mean, so that rows with a large
+        // mean keep their variance. Not about lane 0's h0: a row whose first value lies far out
+        // then has its offsets from it summed, and its mean lost their low bits (bf16 rows of
+        // 16384, the first value 250 over values in +-3, taken by this kernel in a trial at
+        // 14:41Z: a saved mean of 0.0015869 for 0.0015766, FirstElementFarFromTheRest).
         T h0 = 0, d = 0, d2 = 0;
 #pragma unroll
         for (int k = 0; k < G::vectors; ++k) {
@@ -1419,8 +1423,8 @@ __global__ void __launch_bounds__(GridPolicy::threads, kResidual ? 1 : 2)
           }
         }
         const Moments<T> mine{h0, d, d2 - d * (d / kThreadValues)};
-        const Moments<T> warp_part = merge_lane_moments(__shfl_sync(0xffffffffu, h0, 0),
-                                                        kThreadValues, kWarpValues, 32, mine);
+        const T base = __shfl_sync(0xffffffffu, h0 + d / kThreadValues, 0);
+        const Moments<T> warp_part = merge_lane_moments(base, kThreadValues, kWarpValues, 32, mine);
         if (lane == 0) {
           warp_sums[i & 1][0][warp] = warp_part.shift;
           warp_sums[i & 1][1][warp] = warp_part.d;
@@ -1690,7 +1694,6 @@ bool launch_staged(const Plan& p, int32_t device, cudaStream_t stream) {
     return false;
   } else {
     if (p.walk.rows >= rows::kMaxColdRows) return false;  // row offsets in 32 bits (rows.hpp)
-    if (launch_grid_rows<S>(p, device, stream)) return true;
     // Where staging pays, measured against the register-cached kernel on an H200 (2026-11-26,
     // kf-bench, same run): rows of 2..32 KiB (bf16 1024..16384, f32 4096; before the cached
     // kernel prefetched) and rows with a residual gained 15..45 %; rows of <= 1 KiB and 64 KiB
@@ -1729,6 +1732,26 @@ bool launch_staged(const Plan& p, int32_t device, cudaStream_t stream) {
     if (sizeof(S) == 4 && !p.residual.data && row_bytes > 32 * 1024 &&
         row_bytes <= rows::StagedPolicy::slice_bytes)
       return false;
+    // The rows left here of 64 KiB and more that are whole grid-group shares (16-bit rows from
+    // 64 KiB, f32 rows past 64 KiB, which run cached up to there) take the grid-group kernel.
+    // Before, 16-bit rows of 64 KiB ran one block a row (staged) and longer rows in clusters of
+    // 64 KiB slices, below the grid-group kernel's rate, which holds at every length. H200 A/B
+    // (2026-12-03 15:02Z, kf-bench, same call, two passes), % of copy, before -> after; f32 rows
+    // of 24576 / 32768 / 49152 (rows of 65536 took the kernel already), 16-bit rows of 32768 /
+    // 49152 / 65536: layer norm (weight, bias, ReLU) f32 71.3-71.5 / 70.6-71.0 / 68.9-69.0 ->
+    // 74.0-75.2 / 74.0-75.2 / 73.1-74.5, f16 69.0-69.4 / 64.9 / 64.3-64.4 -> 72.9-73.5 /
+    // 72.4-73.2 / 72.4-73.1, bf16 67.7-67.9 / 59.3-59.6 / 60.2-60.3 -> 72.0-72.1 / 71.3 / 71.3;
+    // RMS norm f32 78.0-78.3 / 76.6-76.7 / 76.2-76.4 -> 80.5-80.6 / 80.9-81.3 / 81.5-82.3, f16
+    // 65.3-67.9 / 73.6-73.9 / 75.1 -> 81.2 / 80.6-80.9 / 81.1-81.4, bf16 65.1-68.7 / 70.2-71.0 /
+    // 70.1-70.3 -> 82.1-82.2 / 81.3-81.8 / 82.5-82.8; with a residual f32 80.7 / 81.0-81.1 /
+    // 80.5-80.8 -> 82.1-82.9 / 82.2-83.2 / 82.5-83.7, f16 77.8-78.1 / 75.0 / 75.1-75.2 ->
+    // 81.6-82.1 / 81.7-82.6 / 82.7-82.8, bf16 77.8-77.9 / 74.9-75.0 / 75.1-75.3 -> 81.8-81.9 /
+    // 82.4-82.6 / 82.6-83.6. The cached rows stay cached: with the kernel from 32 KiB (a trial,
+    // 14:41Z) they lost, f32 rows of 16384 layer norm 86.1-86.3 -> 75.0-75.3, RMS norm 86.3-87.3
+    // -> 81.8-82.0, with a residual 89.4-89.5 -> 82.8-83.0; f16 rows of 16384 84.7 / 88.0 /
+    // 85.8-86.2 -> 74.9-75.0 / 80.8-81.1 / 81.7-82.0; and so did the f32 rows of 8192 staged
+    // (32 KiB), 82.2-82.6 / 85.4 -> 75.9-76.4 / 81.6-81.9.
+    if (launch_grid_rows<S>(p, device, stream)) return true;
     // The RMS norm's weight (without a residual) stays resident in the clustered kernel, for rows
     // past 64 KiB that fit 16 blocks of 64 KiB with it (x's slice and the weight's: twice the
     // blocks): f16 rows everywhere, bf16 rows where the SMs are not rows::tile_issue_lean.

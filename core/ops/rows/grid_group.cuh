@@ -39,7 +39,9 @@ struct GridPolicy {
   static constexpr int vectors = 4;  // 16-byte vectors a thread a row
   static constexpr int ahead = 2;    // rows staged ahead of the one being reduced
   static constexpr int slots = 3;    // ahead + the row being written
-  static constexpr int64_t min_row_bytes = 256 * 1024;
+  // Two shares. The norms take rows from here where their cached kernel does not hold them
+  // (norm/cuda.cuh, launch_staged), the softmax only rows its clusters do not hold.
+  static constexpr int64_t min_row_bytes = 64 * 1024;
   static constexpr int64_t share_bytes = int64_t{vectors} * threads * 16;  // a block's, a row
   static constexpr size_t smem = size_t{slots} * vectors * threads * 16;   // 96 KiB
 };

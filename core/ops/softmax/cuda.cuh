@@ -898,7 +898,7 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
   if constexpr (kClustered) cluster.done();
 }
 
-// ---- grid-group rows (rows::GridGroups): softmax rows of 256 KiB and more without a mask ------
+// ---- grid-group rows (rows::GridGroups): softmax rows past the clusters, without a mask -------
 //
 // The norms' grid-group form (norm/cuda.cuh, grid_rms_kernel) for the softmax and log-softmax
 // without a mask or the causal rule: each row over a group of 512-thread blocks of a cooperative
