@@ -834,12 +834,11 @@ TEST_P(NormTest, ManyLongRows) {
 }
 
 // The RMS norm with a residual over rows of 0.8 to 3.2 MiB of both operands that are not a whole
-// number of the grid-group kernel's shares (GridGroupRowsWithResidual takes those). On CUDA
-// (sm_90) the rows past what portable clusters of 128 KiB slices hold take up to 16 such slices
-// in a cluster, one block an SM, where the device holds one (f32 rows of 200000 take 13, of
-// 250000 16; 16-bit rows of 400000 13); 16-bit rows of 200000 and 250000 take 13 and 16 slices
-// of 64 KiB, f32 rows of 400000 the streaming kernel. More rows than the device holds such
-// clusters; with a weight and without. The CPU backend checks fewer rows.
+// number of the grid-group kernel's shares. On CUDA (sm_90) they take its partial form (25, 31
+// and 49 blocks of f32 rows of 200000, 250000 and 400000). Where that kernel cannot launch, the
+// rows past what portable clusters of 128 KiB slices hold take up to 16 such slices in a cluster
+// where the device holds one, the others the streaming kernel. More rows
+// than the device holds groups; with a weight and without. The CPU backend checks fewer rows.
 TEST_P(NormTest, ResidualRowsOfLargeSlices) {
   uint64_t salt = 3150;
   const int64_t rows = kf_test::device_under_test() == KF_DEVICE_CUDA ? 40 : 3;
@@ -960,6 +959,41 @@ TEST_P(NormTest, GridGroupRowsWithResidual) {
     check_rms_norm(many, length, true, false, KF_ACTIVATION_NONE, salt += 3);
     check_rms_norm_residual_form(9, length, false, KF_ACTIVATION_GELU, salt += 3);
     check_rms_norm_residual_form(20, length, true, KF_ACTIVATION_RELU, salt += 3);
+  }
+}
+
+// Norm rows of 64 KiB and more in whole 16-byte vectors that are not a whole number of the
+// grid-group kernel's 32 KiB shares, past what the register-cached kernel holds: on CUDA (sm_90)
+// the kernel's partial form (launch_grid_rows), each row's vectors dealt evenly to as few blocks
+// as hold them: the RMS norm's rows (f32 rows of 20000: 3 blocks of 1667, 1667 and 1666 vectors;
+// 16-bit rows of 600000: 37 blocks, past the one-word-a-lane instance), the f32 layer norm's and
+// RMS norm's with a residual from three shares (rows of 40008 on; the rows of 20000 keep their
+// kernels, as the 16-bit layer norm's do; f32 rows of 600000 are past the layer norm's 64
+// blocks). With a residual and without, with a weight and without, the layer norm with and
+// without its affine, in place, at a mean far from zero and with a first element far out: fewer
+// rows than the grid holds groups, and more. CUDA only, as GridGroupRows.
+TEST_P(NormTest, GridGroupRowsOfPartialShares) {
+  if (kf_test::device_under_test() != KF_DEVICE_CUDA)
+    GTEST_SKIP() << "the grid-group rows are a form of the CUDA backend";
+  uint64_t salt = 5150;
+  const bool narrow = dtype() == KF_DTYPE_FLOAT16 || dtype() == KF_DTYPE_BFLOAT16;
+  const double center = narrow ? 100.0 : 1e4, far = 250.0;
+  for (int64_t length : {20000, 40008, 100000, 300000, 600000}) {
+    const int64_t many = length <= 300000 ? 70 : 30;
+    check_rms_norm(3, length, false, true, KF_ACTIVATION_NONE, salt += 3);
+    check_rms_norm(many, length, false, true, KF_ACTIVATION_SILU, salt += 3);
+    check_rms_norm(many, length, false, false, KF_ACTIVATION_NONE, salt += 3);
+    check_rms_norm(3, length, true, true, KF_ACTIVATION_NONE, salt += 3);
+    check_rms_norm(many, length, true, true, KF_ACTIVATION_GELU, salt += 3);
+    check_rms_norm(many, length, true, false, KF_ACTIVATION_NONE, salt += 3);
+    check_rms_norm_residual_form(9, length, false, KF_ACTIVATION_NONE, salt += 3);
+    check_rms_norm_residual_form(20, length, true, KF_ACTIVATION_RELU, salt += 3);
+    check_layer_norm(3, length, true, KF_ACTIVATION_NONE, salt += 3);
+    check_layer_norm(many, length, true, KF_ACTIVATION_RELU, salt += 3);
+    check_layer_norm(5, length, false, KF_ACTIVATION_GELU, salt += 3, 0.5, 2.0);
+    check_layer_norm_in_place(20, length, KF_ACTIVATION_SILU, seed(salt += 3));
+    check_layer_norm(6, length, true, KF_ACTIVATION_NONE, salt += 3, center, 1.0);
+    check_layer_norm(6, length, true, KF_ACTIVATION_NONE, salt += 3, 0.0, 3.0, &far, 2);
   }
 }
 

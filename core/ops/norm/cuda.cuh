@@ -1,9 +1,10 @@
 // CUDA backend of the norm family, five regimes chosen per call:
 //  - grid-group rows (core/ops/rows/grid_group.cuh) for the norms' rows of 64 KiB and more that
 //    the register-cached kernel does not hold (16-bit rows from 64 KiB, f32 rows past 64 KiB;
-//    the RMS norm's with a residual too), dense, 16-byte aligned and a whole number of its
-//    blocks' shares, on sm_90: each row over a group of blocks of a cooperative grid, the sums
-//    exchanged through global memory (launch_grid_rows);
+//    the RMS norm's with a residual too), dense, 16-byte aligned and in whole 16-byte vectors,
+//    on sm_90: each row over a group of blocks of a cooperative grid (32 KiB shares, or the
+//    row's vectors dealt evenly where it is not whole shares), the sums exchanged through global
+//    memory (launch_grid_rows);
 //  - staged rows (core/ops/rows/staged.cuh) for f32/f16/bf16 rows that are dense, 16-byte
 //    aligned and fill whole 16-byte vectors, where they measured faster (see launch_staged):
 //    f32 rows of more than 16 KiB up to 32 KiB (up to 64 KiB with a residual) and 16-bit rows
@@ -1262,21 +1263,22 @@ struct Moments {
   T shift, d, m2;
 };
 
-// Chan, Golub and LeVeque's parallel form over parts of `part` values each, K a lane of the first
-// `lanes` lanes (part(k, m) sets m and returns true where lane's k-th part exists; every aligned
-// run of `lanes` lanes holds each part once), about `base` (the first part's shift, the same in
-// every lane): each part's mean offset from base, e = (shift - base) + d / part (the difference
-// exact for nearby shifts), the row's offset c = sum(part e) / total and its sum of squares about
-// the mean, sum(m2 + part (e - c)^2). Returns {base, total c, that sum}, the same bits in every
-// lane (butterflies), so that a row with mean 1e4 and std 1e-2 keeps its variance.
+// Chan, Golub and LeVeque's parallel form over parts, K a lane of the first `lanes` lanes
+// (part(k, m, n) sets m and its count n and returns true where lane's k-th part exists and holds
+// values; every aligned run of `lanes` lanes holds each part once), about `base` (the first
+// part's shift, the same in every lane): each part's mean offset from base, e = (shift - base) +
+// d / n (the difference exact for nearby shifts), the row's offset c = sum(n e) / total (total:
+// the parts' counts summed) and its sum of squares about the mean, sum(m2 + n (e - c)^2). Returns
+// {base, total c, that sum}, the same bits in every lane (butterflies), so that a row with mean
+// 1e4 and std 1e-2 keeps its variance.
 template <int K, class T, class Part>
-__device__ __forceinline__ Moments<T> merge_moments(T base, T part, T total, int lanes,
-                                                    Part part_of) {
+__device__ __forceinline__ Moments<T> merge_moments(T base, T total, int lanes, Part part_of) {
   T offset = 0;
 #pragma unroll
   for (int k = 0; k < K; ++k) {
     Moments<T> m;
-    if (part_of(k, m)) offset += part * (m.shift - base) + m.d;
+    T n;
+    if (part_of(k, m, n)) offset += n * (m.shift - base) + m.d;
   }
   offset = rows::lanes_reduce(offset, rows::Plus{}, lanes);
   const T c = offset / total;
@@ -1284,21 +1286,23 @@ __device__ __forceinline__ Moments<T> merge_moments(T base, T part, T total, int
 #pragma unroll
   for (int k = 0; k < K; ++k) {
     Moments<T> m;
-    if (part_of(k, m)) {
-      const T e = (m.shift - base) + m.d / part;
-      m2 += m.m2 + part * (e - c) * (e - c);
+    T n;
+    if (part_of(k, m, n)) {
+      const T e = (m.shift - base) + m.d / n;
+      m2 += m.m2 + n * (e - c) * (e - c);
     }
   }
   return {base, offset, rows::lanes_reduce(m2, rows::Plus{}, lanes)};
 }
 
-// merge_moments where each lane holds one part, `mine`.
+// merge_moments where each lane holds one part, `mine`, of `part` values (none where part is 0).
 template <class T>
 __device__ __forceinline__ Moments<T> merge_lane_moments(T base, T part, T total, int lanes,
                                                          const Moments<T>& mine) {
-  return merge_moments<1>(base, part, total, lanes, [&](int, Moments<T>& m) {
+  return merge_moments<1>(base, total, lanes, [&](int, Moments<T>& m, T& n) {
     m = mine;
-    return true;
+    n = part;
+    return part > T(0);
   });
 }
 
@@ -1312,7 +1316,11 @@ inline constexpr int kLayerLaneWords = 2;
 // kResidual (the RMS norm): each slot holds the block's shares of x and of the residual (192 KiB
 // a block, one block an SM); the statistics pass writes h = x + residual, rounded to S, over the
 // staged x and to residual_out, and the output pass reads h there.
-template <class S, bool kLayer, int kLaneWords, bool kResidual = false>
+// kPartial: rows that are not a whole number of shares, dealt evenly to the blocks
+// (rows::grid_share_vectors: q.share vectors a block, the last block the rest). A thread owns its
+// first `owned` vectors of the share and its loops stop there; the statistics count the values
+// each thread, warp and block holds. Without kPartial every count is a constant.
+template <class S, bool kLayer, int kLaneWords, bool kResidual = false, bool kPartial = false>
 __global__ void __launch_bounds__(GridPolicy::threads, kResidual ? 1 : 2)
     grid_norm_kernel(const __grid_constant__ Plan p, const rows::GridGroups q) {
   static_assert(!(kLayer && kResidual), "the layer norm takes no residual");
@@ -1337,7 +1345,18 @@ __global__ void __launch_bounds__(GridPolicy::threads, kResidual ? 1 : 2)
   const int t = static_cast<int>(threadIdx.x), lane = t % 32, warp = t / 32;
   const rows::GridRing<S, Vec, kResidual ? 2 : 1> ring{reinterpret_cast<Vec*>(grid_bytes), t};
   const int64_t my_rows = (w.rows - group + q.groups - 1) / q.groups;
-  const int64_t first = int64_t{rank} * G::vectors * G::threads * V;  // the block's first column
+  constexpr int kShare = G::vectors * G::threads;  // a whole share's vectors
+  const int share = kPartial ? q.share : kShare;
+  const int64_t first = int64_t{rank} * share * V;  // the block's first column
+  // The vectors of a row block b owns, and this thread's: vector k at k * threads + t, k < owned.
+  const int64_t row_vectors = w.row_length / V;
+  const auto block_vectors = [&](int64_t b) {
+    return kPartial ? static_cast<int>(std::min<int64_t>(share, row_vectors - b * share)) : kShare;
+  };
+  const int my_vectors = block_vectors(rank);
+  const int owned = kPartial ? std::min(std::max(my_vectors - t + G::threads - 1, 0) / G::threads,
+                                        int{G::vectors})
+                             : G::vectors;
   const T count = static_cast<T>(w.row_length), eps = static_cast<T>(p.eps);
   const auto row_of = [&](int64_t i) { return group + i * q.groups; };
   const auto x_row = [&](int64_t i) {  // the block's share of row i
@@ -1349,9 +1368,9 @@ __global__ void __launch_bounds__(GridPolicy::threads, kResidual ? 1 : 2)
   };
   const auto stage = [&](int64_t i) {
     if constexpr (kResidual)
-      ring.stage(i, x_row(i), residual_row(i));
+      ring.stage(i, x_row(i), residual_row(i), owned);
     else
-      ring.stage(i, x_row(i));
+      ring.stage(i, x_row(i), nullptr, owned);
   };
   // [row][word][block]
   const auto words_of = [&](int64_t i) { return q.words + row_of(i) * kWords * q.blocks; };
@@ -1379,7 +1398,8 @@ __global__ void __launch_bounds__(GridPolicy::threads, kResidual ? 1 : 2)
     if (weight_share) {
 #pragma unroll
       for (int k = 0; k < G::vectors; ++k)
-        weight[k] = *reinterpret_cast<const Vec*>(weight_share + (k * G::threads + t) * V);
+        if (k < owned)
+          weight[k] = *reinterpret_cast<const Vec*>(weight_share + (k * G::threads + t) * V);
     }
   }
 #pragma unroll
@@ -1387,9 +1407,18 @@ __global__ void __launch_bounds__(GridPolicy::threads, kResidual ? 1 : 2)
     if (i < my_rows) stage(i);
     async_copy::commit();
   }
-  // The values a thread, a warp and a block hold of a row (the layer norm's parts).
-  constexpr T kThreadValues = T(G::vectors * V), kWarpValues = 32 * kThreadValues;
-  constexpr T kBlockValues = kWarps * kWarpValues;
+  // The values a thread, a warp (warp w's: warp_values(w)) and a block hold of a row (the layer
+  // norm's parts).
+  constexpr T kWholeThread = T(G::vectors * V), kWholeWarp = 32 * kWholeThread;
+  const auto warp_values = [&](int w) {
+    if constexpr (!kPartial) return kWholeWarp;
+    int n = 0;
+#pragma unroll
+    for (int k = 0; k < G::vectors; ++k)  // warp w's threads' vectors k
+      n += std::min(std::max(my_vectors - k * G::threads - w * 32, 0), 32);
+    return T(n * V);
+  };
+  const T thread_values = kPartial ? T(owned * V) : kWholeThread;
   rows::PublishedRow<kLaneWords> published[kWords];
   for (int64_t i = 0; i <= my_rows; ++i) {
     const int64_t j = i - 1;  // the row written this iteration, once the group's partials are in
@@ -1412,6 +1441,7 @@ __global__ void __launch_bounds__(GridPolicy::threads, kResidual ? 1 : 2)
         T h0 = 0, d = 0, d2 = 0;
 #pragma unroll
         for (int k = 0; k < G::vectors; ++k) {
+          if (k >= owned) break;
           T h[V];
           widen(s[k * G::threads + t], h);
           if (k == 0) h0 = h[0];
@@ -1422,9 +1452,11 @@ __global__ void __launch_bounds__(GridPolicy::threads, kResidual ? 1 : 2)
             d2 += x * x;
           }
         }
-        const Moments<T> mine{h0, d, d2 - d * (d / kThreadValues)};
-        const T base = __shfl_sync(0xffffffffu, h0 + d / kThreadValues, 0);
-        const Moments<T> warp_part = merge_lane_moments(base, kThreadValues, kWarpValues, 32, mine);
+        // (A thread, or a warp, that owns no vectors has a part of no values, left out.)
+        const Moments<T> mine{h0, d, d2 - d * (d / thread_values)};
+        const T base = __shfl_sync(0xffffffffu, h0 + d / thread_values, 0);
+        const Moments<T> warp_part =
+            merge_lane_moments(base, thread_values, warp_values(warp), 32, mine);
         if (lane == 0) {
           warp_sums[i & 1][0][warp] = warp_part.shift;
           warp_sums[i & 1][1][warp] = warp_part.d;
@@ -1440,6 +1472,7 @@ __global__ void __launch_bounds__(GridPolicy::threads, kResidual ? 1 : 2)
                 : nullptr;
 #pragma unroll
         for (int k = 0; k < G::vectors; ++k) {
+          if (k >= owned) break;
           T h[V];
           if constexpr (kResidual) {
             Vec hv = s[k * G::threads + t];
@@ -1466,10 +1499,11 @@ __global__ void __launch_bounds__(GridPolicy::threads, kResidual ? 1 : 2)
         sum = rows::lanes_reduce(sum, rows::Plus{}, 32);
         if constexpr (kLayer) {
           // The warp's mean is the shift of its sums of differences (read from the slot again).
-          const T shift = sum / kWarpValues;
+          const T shift = sum / warp_values(warp);
           T d = 0, d2 = 0;
 #pragma unroll
           for (int k = 0; k < G::vectors; ++k) {
+            if (k >= owned) break;
             T h[V];
             widen(s[k * G::threads + t], h);
 #pragma unroll
@@ -1484,7 +1518,7 @@ __global__ void __launch_bounds__(GridPolicy::threads, kResidual ? 1 : 2)
           if (lane == 0) {
             warp_sums[i & 1][0][warp] = shift;
             warp_sums[i & 1][1][warp] = d;
-            warp_sums[i & 1][2][warp] = d2 - d * (d / kWarpValues);
+            warp_sums[i & 1][2][warp] = d2 - d * (d / warp_values(warp));
           }
         } else if (lane == 0) {
           warp_sums[i & 1][0][warp] = sum;
@@ -1496,8 +1530,8 @@ __global__ void __launch_bounds__(GridPolicy::threads, kResidual ? 1 : 2)
           const int from = lane % kWarps;
           const Moments<T> mine{warp_sums[i & 1][0][from], warp_sums[i & 1][1][from],
                                 warp_sums[i & 1][2][from]};
-          const Moments<T> block =
-              merge_lane_moments(warp_sums[i & 1][0][0], kWarpValues, kBlockValues, kWarps, mine);
+          const Moments<T> block = merge_lane_moments(warp_sums[i & 1][0][0], warp_values(from),
+                                                      T(my_vectors * V), kWarps, mine);
           if (lane == 0) {
             unsigned long long* to = words_of(i) + rank;
             rows::publish(to, block.shift, q.tag);
@@ -1519,9 +1553,11 @@ __global__ void __launch_bounds__(GridPolicy::threads, kResidual ? 1 : 2)
             published[c].wait(words_of(j) + c * q.blocks, q.blocks, q.tag);
           const T base = __shfl_sync(0xffffffffu, published[0].value(0), 0);  // block 0's shift
           const Moments<T> row =
-              merge_moments<kLaneWords>(base, kBlockValues, count, 32, [&](int k, Moments<T>& m) {
-                if (lane + 32 * k >= q.blocks) return false;
+              merge_moments<kLaneWords>(base, count, 32, [&](int k, Moments<T>& m, T& n) {
+                const int b = lane + 32 * k;
+                if (b >= q.blocks) return false;
                 m = {published[0].value(k), published[1].value(k), published[2].value(k)};
+                n = T(block_vectors(b) * V);
                 return true;
               });
           const T center = row.d / count;
@@ -1569,12 +1605,14 @@ __global__ void __launch_bounds__(GridPolicy::threads, kResidual ? 1 : 2)
         [[maybe_unused]] Vec affine[kLayer ? 2 : 1][kAffine];
 #pragma unroll
         for (int k = 0; k < G::vectors; ++k) {
+          if (k >= owned) break;
           const Vec hv = s[k * G::threads + t];
           Vec wv, bv;
           if constexpr (kLayer) {
             if (k % kAffine == 0) {
 #pragma unroll
               for (int a = 0; a < kAffine; ++a) {
+                if (k + a >= owned) break;
                 const int64_t at = ((k + a) * G::threads + t) * V;
                 if (has_weight) affine[0][a] = rows::load_in_order<Vec>(weight_share + at);
                 if (has_bias) affine[1][a] = rows::load_in_order<Vec>(bias_share + at);
@@ -1647,19 +1685,12 @@ __global__ void __launch_bounds__(GridPolicy::threads, kResidual ? 1 : 2)
   }
 }
 
-// Runs the grid-group kernel where it takes the rows: the layer norm, and the RMS norm without a
-// bias (with a residual or without), f32 and 16-bit rows of at least GridPolicy::min_row_bytes
-// that are a whole number of its blocks' shares (up to 32 * rows::kLanesWords blocks a row), on
-// sm_90 (where it was measured), when a group fits on the device at once and the plan carries the
-// scratch (Plan::pool, Plan::grid); false otherwise. The caller has checked that the rows are
-// dense and 16-byte aligned and that rows < kMaxColdRows.
-template <class S>
-bool launch_grid_rows(const Plan& p, int32_t device, cudaStream_t stream) {
+// launch_grid_rows's launch of `blocks` blocks a row of `share` vectors each (kPartial: rows that
+// are not a whole number of shares).
+template <class S, bool kPartial>
+bool launch_grid_kernel(const Plan& p, int64_t blocks, int share, int32_t device,
+                        cudaStream_t stream) {
   using G = GridPolicy;
-  if ((p.kind == Kind::rms && p.bias.data) || !p.dense) return false;
-  const int64_t blocks =
-      rows::grid_blocks_a_row(p.walk.row_length, sizeof(S),
-                              32 * (p.kind == Kind::layer ? kLayerLaneWords : rows::kLanesWords));
   // Three words a block a row for the layer norm (Moments), one for the RMS norm.
   // The RMS norm's rows of up to 32 blocks (16-bit rows of 262144, f32 rows of up to 262144)
   // take the instance that holds one word a lane. H200 A/B (2026-11-30 16:15Z, kf-bench
@@ -1669,22 +1700,66 @@ bool launch_grid_rows(const Plan& p, int32_t device, cudaStream_t stream) {
   // norm's instance with one word a lane lost 4 % (f16) and 7 % (bf16) over the same rows, so it
   // keeps kLayerLaneWords.
   const char* const what = "norm kernel launch";
-  if (p.kind == Kind::layer)
-    return rows::launch_grid_groups<&grid_norm_kernel<S, true, kLayerLaneWords>, G::threads,
-                                    G::smem>(p, blocks, 3, device, stream, what);
+  if (p.kind == Kind::layer) {
+    if constexpr (kPartial && sizeof(S) == 2) {
+      return false;  // not taken (launch_grid_rows), so not built
+    } else {
+      return rows::launch_grid_groups<&grid_norm_kernel<S, true, kLayerLaneWords, false, kPartial>,
+                                      G::threads, G::smem>(p, blocks, share, 3, device, stream,
+                                                           what);
+    }
+  }
   if (p.residual.data) {
     constexpr size_t kSmem = 2 * G::smem;  // x's and the residual's shares a slot
     if (blocks <= 32)
-      return rows::launch_grid_groups<&grid_norm_kernel<S, false, 1, true>, G::threads, kSmem>(
-          p, blocks, 1, device, stream, what);
-    return rows::launch_grid_groups<&grid_norm_kernel<S, false, rows::kLanesWords, true>,
-                                    G::threads, kSmem>(p, blocks, 1, device, stream, what);
+      return rows::launch_grid_groups<&grid_norm_kernel<S, false, 1, true, kPartial>, G::threads,
+                                      kSmem>(p, blocks, share, 1, device, stream, what);
+    return rows::launch_grid_groups<&grid_norm_kernel<S, false, rows::kLanesWords, true, kPartial>,
+                                    G::threads, kSmem>(p, blocks, share, 1, device, stream, what);
   }
   if (blocks <= 32)
-    return rows::launch_grid_groups<&grid_norm_kernel<S, false, 1>, G::threads, G::smem>(
-        p, blocks, 1, device, stream, what);
-  return rows::launch_grid_groups<&grid_norm_kernel<S, false, rows::kLanesWords>, G::threads,
-                                  G::smem>(p, blocks, 1, device, stream, what);
+    return rows::launch_grid_groups<&grid_norm_kernel<S, false, 1, false, kPartial>, G::threads,
+                                    G::smem>(p, blocks, share, 1, device, stream, what);
+  return rows::launch_grid_groups<&grid_norm_kernel<S, false, rows::kLanesWords, false, kPartial>,
+                                  G::threads, G::smem>(p, blocks, share, 1, device, stream, what);
+}
+
+// Runs the grid-group kernel where it takes the rows: the layer norm, and the RMS norm without a
+// bias (with a residual or without), f32 and 16-bit rows of at least GridPolicy::min_row_bytes
+// in whole 16-byte vectors, up to 32 * rows::kLanesWords blocks' shares (the layer norm's up to
+// 32 * kLayerLaneWords), on sm_90 (where it was measured), when a group fits on the device at
+// once and the plan carries the scratch (Plan::pool, Plan::grid); false otherwise. Rows that are
+// not a whole number of shares take the kPartial instances. The caller has checked that the rows
+// are dense and 16-byte aligned and that rows < kMaxColdRows.
+template <class S>
+bool launch_grid_rows(const Plan& p, int32_t device, cudaStream_t stream) {
+  using G = GridPolicy;
+  if ((p.kind == Kind::rms && p.bias.data) || !p.dense) return false;
+  const int64_t row_bytes = p.walk.row_length * int64_t{sizeof(S)};
+  // Rows that are not whole shares (kPartial), where they measured faster than the kernels they
+  // had. H200 A/B (2026-12-03 16:31Z, kf-bench, same call, two passes), % of copy, before ->
+  // kPartial: RMS norm f32 rows of 20000 / 40000 / 100000 / 200000 74 / 72 / 69 / 67 -> 77 / 81
+  // / 81 / 82, f16 and bf16 rows of 40000 / 100000 / 200000 75 / 67 / 64 and 67 / 68 / 63 -> 76
+  // / 79 / 81 and 76 / 79 / 80; with a residual f32 rows of 40000 / 100000 / 200000 80 / 73 / 62
+  // -> 84 / 83 / 84, 16-bit rows of 100000 / 200000 71-72 / 65-67 -> 80 / 82-83; the f32 layer
+  // norm's rows of 40000 / 100000 / 200000 63 / 59 / 57 -> 70 / 68 / 69. Left out: the 16-bit
+  // layer norm's (f16 rows of 40000 / 100000 61 / 62 -> 53 / 55, bf16 57 / 58 -> 55 / 56), and
+  // the f32 layer norm's and RMS norm's with a residual under three shares (rows of 20000: 65 ->
+  // 63 and 81 -> 77; rows of 24000 gained about 1 point).
+  if (row_bytes % G::share_bytes != 0) {
+    if (p.kind == Kind::layer && sizeof(S) == 2) return false;
+    if (sizeof(S) == 4 && (p.kind == Kind::layer || p.residual.data) &&
+        row_bytes < 3 * G::share_bytes)
+      return false;
+  }
+  const int64_t blocks = rows::grid_blocks_a_row(
+      p.walk.row_length, sizeof(S),
+      32 * (p.kind == Kind::layer ? kLayerLaneWords : rows::kLanesWords), true);
+  if (blocks == 0) return false;
+  const int share = rows::grid_share_vectors(row_bytes, blocks);
+  if (row_bytes % G::share_bytes != 0)
+    return launch_grid_kernel<S, true>(p, blocks, share, device, stream);
+  return launch_grid_kernel<S, false>(p, blocks, share, device, stream);
 }
 
 // Runs the staged kernel when the rows fit it (16-bit and 32-bit types); false otherwise.
@@ -1772,9 +1847,10 @@ bool launch_staged(const Plan& p, int32_t device, cudaStream_t stream) {
                           !p.residual.data && (std::is_same_v<S, math::half_t> || !lean);
     const int inputs = p.residual.data ? 2 : 1;
     // Rows with a residual past what portable clusters of 128 KiB slices hold (f32 rows past
-    // 131072, 16-bit past 262144) and that the grid-group kernel leaves (launch_grid_rows: not a
-    // whole number of its shares) take clusters of up to 16 such slices where the device holds
-    // one (rows::large_cluster_limit); else the streaming kernel runs them, a block a row. H200
+    // 131072, 16-bit past 262144) and that the grid-group kernel leaves (launch_grid_rows: since
+    // its partial shares, only where it cannot launch) take clusters of up to 16 such slices where
+    // the device holds one (rows::large_cluster_limit); else the streaming kernel runs them, a
+    // block a row. H200
     // A/B (2026-12-03 10:32Z, before the grid-group kernel took any residual; kf-bench, same call,
     // two passes), RMS norm with a residual, % of copy, streaming -> clusters: f32 rows of 200000 /
     // 262144 26.7 / 21.5-21.6 -> 62.1-62.4 / 65.8-69.0 (13 and 16 blocks), f16 / bf16 rows of
