@@ -837,8 +837,8 @@ TEST_P(NormTest, ManyLongRows) {
 // number of the grid-group kernel's shares. On CUDA (sm_90) they take its partial form (25, 31
 // and 49 blocks of f32 rows of 200000, 250000 and 400000). Where that kernel cannot launch, the
 // rows past what portable clusters of 128 KiB slices hold take up to 16 such slices in a cluster
-// where the device holds one, the others the streaming kernel. More rows
-// than the device holds groups; with a weight and without. The CPU backend checks fewer rows.
+// where the device holds one, the others the streaming kernel. More rows than the device holds
+// groups; with a weight and without. The CPU backend checks fewer rows.
 TEST_P(NormTest, ResidualRowsOfLargeSlices) {
   uint64_t salt = 3150;
   const int64_t rows = kf_test::device_under_test() == KF_DEVICE_CUDA ? 40 : 3;
