@@ -1317,7 +1317,7 @@ inline constexpr int kLayerLaneWords = 2;
 // a block, one block an SM); the statistics pass writes h = x + residual, rounded to S, over the
 // staged x and to residual_out, and the output pass reads h there.
 // kPartial: rows that are not a whole number of shares, dealt evenly to the blocks
-// (rows::grid_share_vectors: q.share vectors a block, the last block the rest). A thread owns its
+// (rows::grid_share_vectors: `share` vectors a block, the last block the rest). A thread owns its
 // first `owned` vectors of the share and its loops stop there; the statistics count the values
 // each thread, warp and block holds. Without kPartial every count is a constant.
 template <class S, bool kLayer, int kLaneWords, bool kResidual = false, bool kPartial = false>
@@ -1346,7 +1346,8 @@ __global__ void __launch_bounds__(GridPolicy::threads, kResidual ? 1 : 2)
   const rows::GridRing<S, Vec, kResidual ? 2 : 1> ring{reinterpret_cast<Vec*>(grid_bytes), t};
   const int64_t my_rows = (w.rows - group + q.groups - 1) / q.groups;
   constexpr int kShare = G::vectors * G::threads;  // a whole share's vectors
-  const int share = kPartial ? q.share : kShare;
+  const int share =
+      kPartial ? rows::grid_share_vectors(w.row_length * int64_t{sizeof(S)}, q.blocks) : kShare;
   const int64_t first = int64_t{rank} * share * V;  // the block's first column
   // The vectors of a row block b owns, and this thread's: vector k at k * threads + t, k < owned.
   const int64_t row_vectors = w.row_length / V;
@@ -1398,7 +1399,7 @@ __global__ void __launch_bounds__(GridPolicy::threads, kResidual ? 1 : 2)
     if (weight_share) {
 #pragma unroll
       for (int k = 0; k < G::vectors; ++k)
-        if (k < owned)
+        if (!kPartial || k < owned)
           weight[k] = *reinterpret_cast<const Vec*>(weight_share + (k * G::threads + t) * V);
     }
   }
@@ -1441,7 +1442,9 @@ __global__ void __launch_bounds__(GridPolicy::threads, kResidual ? 1 : 2)
         T h0 = 0, d = 0, d2 = 0;
 #pragma unroll
         for (int k = 0; k < G::vectors; ++k) {
-          if (k >= owned) break;
+          if constexpr (kPartial) {
+            if (k >= owned) break;
+          }
           T h[V];
           widen(s[k * G::threads + t], h);
           if (k == 0) h0 = h[0];
@@ -1472,7 +1475,9 @@ __global__ void __launch_bounds__(GridPolicy::threads, kResidual ? 1 : 2)
                 : nullptr;
 #pragma unroll
         for (int k = 0; k < G::vectors; ++k) {
-          if (k >= owned) break;
+          if constexpr (kPartial) {
+            if (k >= owned) break;
+          }
           T h[V];
           if constexpr (kResidual) {
             Vec hv = s[k * G::threads + t];
@@ -1503,7 +1508,9 @@ __global__ void __launch_bounds__(GridPolicy::threads, kResidual ? 1 : 2)
           T d = 0, d2 = 0;
 #pragma unroll
           for (int k = 0; k < G::vectors; ++k) {
-            if (k >= owned) break;
+            if constexpr (kPartial) {
+              if (k >= owned) break;
+            }
             T h[V];
             widen(s[k * G::threads + t], h);
 #pragma unroll
@@ -1605,14 +1612,18 @@ __global__ void __launch_bounds__(GridPolicy::threads, kResidual ? 1 : 2)
         [[maybe_unused]] Vec affine[kLayer ? 2 : 1][kAffine];
 #pragma unroll
         for (int k = 0; k < G::vectors; ++k) {
-          if (k >= owned) break;
+          if constexpr (kPartial) {
+            if (k >= owned) break;
+          }
           const Vec hv = s[k * G::threads + t];
           Vec wv, bv;
           if constexpr (kLayer) {
             if (k % kAffine == 0) {
 #pragma unroll
               for (int a = 0; a < kAffine; ++a) {
-                if (k + a >= owned) break;
+                if constexpr (kPartial) {
+                  if (k + a >= owned) break;
+                }
                 const int64_t at = ((k + a) * G::threads + t) * V;
                 if (has_weight) affine[0][a] = rows::load_in_order<Vec>(weight_share + at);
                 if (has_bias) affine[1][a] = rows::load_in_order<Vec>(bias_share + at);
@@ -1685,11 +1696,10 @@ __global__ void __launch_bounds__(GridPolicy::threads, kResidual ? 1 : 2)
   }
 }
 
-// launch_grid_rows's launch of `blocks` blocks a row of `share` vectors each (kPartial: rows that
-// are not a whole number of shares).
+// launch_grid_rows's launch of `blocks` blocks a row (kPartial: rows that are not a whole number
+// of shares).
 template <class S, bool kPartial>
-bool launch_grid_kernel(const Plan& p, int64_t blocks, int share, int32_t device,
-                        cudaStream_t stream) {
+bool launch_grid_kernel(const Plan& p, int64_t blocks, int32_t device, cudaStream_t stream) {
   using G = GridPolicy;
   // Three words a block a row for the layer norm (Moments), one for the RMS norm.
   // The RMS norm's rows of up to 32 blocks (16-bit rows of 262144, f32 rows of up to 262144)
@@ -1705,23 +1715,22 @@ bool launch_grid_kernel(const Plan& p, int64_t blocks, int share, int32_t device
       return false;  // not taken (launch_grid_rows), so not built
     } else {
       return rows::launch_grid_groups<&grid_norm_kernel<S, true, kLayerLaneWords, false, kPartial>,
-                                      G::threads, G::smem>(p, blocks, share, 3, device, stream,
-                                                           what);
+                                      G::threads, G::smem>(p, blocks, 3, device, stream, what);
     }
   }
   if (p.residual.data) {
     constexpr size_t kSmem = 2 * G::smem;  // x's and the residual's shares a slot
     if (blocks <= 32)
       return rows::launch_grid_groups<&grid_norm_kernel<S, false, 1, true, kPartial>, G::threads,
-                                      kSmem>(p, blocks, share, 1, device, stream, what);
+                                      kSmem>(p, blocks, 1, device, stream, what);
     return rows::launch_grid_groups<&grid_norm_kernel<S, false, rows::kLanesWords, true, kPartial>,
-                                    G::threads, kSmem>(p, blocks, share, 1, device, stream, what);
+                                    G::threads, kSmem>(p, blocks, 1, device, stream, what);
   }
   if (blocks <= 32)
     return rows::launch_grid_groups<&grid_norm_kernel<S, false, 1, false, kPartial>, G::threads,
-                                    G::smem>(p, blocks, share, 1, device, stream, what);
+                                    G::smem>(p, blocks, 1, device, stream, what);
   return rows::launch_grid_groups<&grid_norm_kernel<S, false, rows::kLanesWords, false, kPartial>,
-                                  G::threads, G::smem>(p, blocks, share, 1, device, stream, what);
+                                  G::threads, G::smem>(p, blocks, 1, device, stream, what);
 }
 
 // Runs the grid-group kernel where it takes the rows: the layer norm, and the RMS norm without a
@@ -1756,10 +1765,9 @@ bool launch_grid_rows(const Plan& p, int32_t device, cudaStream_t stream) {
       p.walk.row_length, sizeof(S),
       32 * (p.kind == Kind::layer ? kLayerLaneWords : rows::kLanesWords), true);
   if (blocks == 0) return false;
-  const int share = rows::grid_share_vectors(row_bytes, blocks);
   if (row_bytes % G::share_bytes != 0)
-    return launch_grid_kernel<S, true>(p, blocks, share, device, stream);
-  return launch_grid_kernel<S, false>(p, blocks, share, device, stream);
+    return launch_grid_kernel<S, true>(p, blocks, device, stream);
+  return launch_grid_kernel<S, false>(p, blocks, device, stream);
 }
 
 // Runs the staged kernel when the rows fit it (16-bit and 32-bit types); false otherwise.

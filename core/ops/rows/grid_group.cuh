@@ -61,17 +61,16 @@ inline int64_t grid_blocks_a_row(int64_t row_length, int64_t element_bytes, int6
 
 // The 16-byte vectors of a row each of `blocks` blocks owns (the last block the rest, at least
 // one vector: blocks is grid_blocks_a_row's): a whole share where the row is whole shares.
-inline int grid_share_vectors(int64_t row_bytes, int64_t blocks) {
+__host__ __device__ inline int grid_share_vectors(int64_t row_bytes, int64_t blocks) {
   const int64_t vectors = row_bytes / 16;
   return static_cast<int>((vectors + blocks - 1) / blocks);
 }
 
-// A launch's groups: `blocks` blocks a row, each owning `share` 16-byte vectors of it (the last
-// block the rest), `groups` groups (group q takes rows q, q + groups, ...), and `words`, a word per
-// row and block ([row][block]), whose high halves are not `tag` when the launch starts.
+// A launch's groups: `blocks` blocks a row, `groups` groups (group q takes rows q, q + groups,
+// ...), and `words`, a word per row and block ([row][block]), whose high halves are not `tag` when
+// the launch starts.
 struct GridGroups {
   int blocks = 0;
-  int share = 0;
   int groups = 0;
   unsigned long long* words = nullptr;
   unsigned tag = 0;
@@ -248,15 +247,15 @@ auto with_grid_words(GridScratch& scratch, MemoryPool& pool, size_t bytes, cudaS
 }
 
 // Launches kKernel(plan, GridGroups) as a cooperative dependent launch of kThreads-thread blocks
-// with kSmem bytes of dynamic shared memory, `blocks` blocks a row of `share` 16-byte vectors each
-// (GridGroups::share) and as many groups as the device holds at once (up to a group a row), with
-// `words` words a block a row from the plan's scratch (Plan::grid, Plan::pool). The shared-memory
-// attributes are set once a device. False, for the caller's other kernels to take the rows, where
-// the rows have no grid form (blocks == 0: grid_blocks_a_row), the plan carries no scratch, the
-// device is older than sm_90 (where the kernels were measured), a group does not fit on the device,
-// or the grid turns out not to fit at launch.
+// with kSmem bytes of dynamic shared memory, `blocks` blocks a row and as many groups as the
+// device holds at once (up to a group a row), with `words` words a block a row from the plan's
+// scratch (Plan::grid, Plan::pool). The shared-memory attributes are set once a device. False,
+// for the caller's other kernels to take the rows, where the rows have no grid form (blocks ==
+// 0: grid_blocks_a_row), the plan carries no scratch, the device is older than sm_90 (where the
+// kernels were measured), a group does not fit on the device, or the grid turns out not to fit
+// at launch.
 template <auto kKernel, int kThreads, size_t kSmem, class Plan>
-bool launch_grid_groups(const Plan& plan, int64_t blocks, int share, int words, int32_t device,
+bool launch_grid_groups(const Plan& plan, int64_t blocks, int words, int32_t device,
                         cudaStream_t stream, const char* what) {
   static std::atomic<bool> prepared[cuda::kKeptDevices];
   if (blocks <= 0 || plan.pool == nullptr || plan.grid == nullptr) return false;
@@ -277,7 +276,7 @@ bool launch_grid_groups(const Plan& plan, int64_t blocks, int share, int words, 
       static_cast<size_t>(plan.walk.rows * blocks) * words * sizeof(unsigned long long);
   return with_grid_words(
       *plan.grid, *plan.pool, bytes, stream, [&](unsigned long long* scratch, unsigned tag) {
-        const GridGroups q{static_cast<int>(blocks), share, static_cast<int>(groups), scratch, tag};
+        const GridGroups q{static_cast<int>(blocks), static_cast<int>(groups), scratch, tag};
         return cuda::launch_cooperative_dependent(kKernel, device,
                                                   dim3(static_cast<unsigned>(blocks * groups)),
                                                   dim3(kThreads), kSmem, stream, what, plan, q);

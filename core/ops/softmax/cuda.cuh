@@ -1089,7 +1089,7 @@ bool launch_grid_rows(const Plan& p, int32_t device, cudaStream_t stream) {
   const int64_t blocks =
       rows::grid_blocks_a_row(p.walk.row_length, sizeof(S), 32 * rows::kLanesWords);
   return rows::launch_grid_groups<&grid_softmax_kernel<S>, G::threads, G::smem>(
-      p, blocks, G::vectors * G::threads, 2, device, stream, "softmax kernel launch");
+      p, blocks, 2, device, stream, "softmax kernel launch");
 }
 
 // Runs the staged kernel when the rows fit it (16-bit and 32-bit types); false otherwise.
