@@ -1755,7 +1755,8 @@ bool launch_grid_rows(const Plan& p, int32_t device, cudaStream_t stream) {
   // layer norm's (f16 rows of 40000 / 100000 61 / 62 -> 53 / 55, bf16 57 / 58 -> 55 / 56), and
   // the f32 layer norm's and RMS norm's with a residual under three shares (rows of 20000: 65 ->
   // 63 and 81 -> 77; rows of 24000 gained about 1 point).
-  if (row_bytes % G::share_bytes != 0) {
+  const bool partial = row_bytes % G::share_bytes != 0;
+  if (partial) {
     if (p.kind == Kind::layer && sizeof(S) == 2) return false;
     if (sizeof(S) == 4 && (p.kind == Kind::layer || p.residual.data) &&
         row_bytes < 3 * G::share_bytes)
@@ -1765,9 +1766,8 @@ bool launch_grid_rows(const Plan& p, int32_t device, cudaStream_t stream) {
       p.walk.row_length, sizeof(S),
       32 * (p.kind == Kind::layer ? kLayerLaneWords : rows::kLanesWords), true);
   if (blocks == 0) return false;
-  if (row_bytes % G::share_bytes != 0)
-    return launch_grid_kernel<S, true>(p, blocks, device, stream);
-  return launch_grid_kernel<S, false>(p, blocks, device, stream);
+  return partial ? launch_grid_kernel<S, true>(p, blocks, device, stream)
+                 : launch_grid_kernel<S, false>(p, blocks, device, stream);
 }
 
 // Runs the staged kernel when the rows fit it (16-bit and 32-bit types); false otherwise.
