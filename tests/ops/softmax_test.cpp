@@ -568,13 +568,15 @@ TEST_P(SoftmaxTest, GridGroupRows) {
     check({3, length}, {}, false, 1.0, false, salt += 2);
     check({12, length}, {}, false, -0.75, false, salt += 2);
   }
-  // A row of nothing but -inf between ordinary rows.
+  // A row of nothing but -inf between ordinary rows, and a row whose first 16384 values (the
+  // whole shares of its first blocks, so warps and blocks that see only -inf) are -inf.
   const int64_t rows = 5, length = dtype() == KF_DTYPE_FLOAT32 ? 524288 : 1048576;
   const uint64_t s = seed(salt += 2);
   SCOPED_TRACE("rows of -inf (seed " + std::to_string(s) + ")");
   Tensor x = tensor({rows, length}), out = tensor({rows, length});
   std::vector<double> xv = fill(x, dtype(), static_cast<size_t>(rows * length), s);
   for (int64_t c = 0; c < length; ++c) xv[static_cast<size_t>(2 * length + c)] = -INFINITY;
+  for (int64_t c = 0; c < 16384; ++c) xv[static_cast<size_t>(3 * length + c)] = -INFINITY;
   kf_test::upload(x, xv);
   for (bool log : {false, true}) {
     kf_test::poison(out);

@@ -916,6 +916,17 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
 // 524288 62.7-63.1 / 60.4-60.7 -> 57.1 / 57.0-57.1; where they do not (f32 rows of 524288, which
 // fell to the streaming kernel) it took 19.7 -> 54.1-54.5. Why this form runs so far below the
 // probe's was not found.
+// Since 2026-12-04 each warp takes its maximum first and every exp about it once, so that its
+// sums meet in a butterfly of adds (the pairs' butterfly took two exps a step), and the output
+// pass's form (a row of -inf, log-softmax, softmax) is chosen once a row: Nsight Compute (H200,
+// 2026-12-03 23:52Z, f16 rows of 262144, the kernel forced onto them) had counted 65.4 M warp
+// instructions, about 31 a value, each value's exp in a branch region of its own (BSSY, BRA,
+// BSYNC and predicated arithmetic). H200 A/B (2026-12-04 00:24Z-00:32Z, kf-bench, same call),
+// % of copy, the kernel forced onto every row: f32 rows of 65536 / 131072 / 262144 61.1 /
+// 58.5-58.8 / 57.8-58.1 -> 71.3 / 68.8 / 66.8, f16 61.6-61.8 / 61.5-61.6 / 57.8-58.3 -> 71.8 /
+// 70.6 / 67.6, bf16 61.5-61.6 / 61.1 / 57.6-58.1 -> 71.8 / 70.7 / 67.7; still under the
+// clusters there (f32 77.3 / 74.0-77.2 / 72.8-73.3), so they keep those rows. The rows it takes,
+// f32 rows of 524288: 54.0-54.2 -> 57.2.
 using rows::GridPolicy;
 
 // (m, s) <- the pair of (m, s) and (om, os), each a maximum and a sum of exp about it: the larger
@@ -998,18 +1009,20 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
       for (int k = 0; k < G::vectors; ++k) {
         logits(s[k * G::threads + t], v[k]);
 #pragma unroll
-        for (int e = 0; e < V; ++e) m = v[k][e] > m ? v[k][e] : m;
+        for (int e = 0; e < V; ++e) m = fmaxf(m, v[k][e]);  // NaN never wins
       }
+      // The warp's maximum first, so that each exp is taken about it once, and the warp's sums
+      // meet in one butterfly of adds (no rescaling exps in the butterfly).
+      m = rows::lanes_reduce(
+          m, [](T a, T b) { return fmaxf(a, b); }, 32);
       T sum = 0;
-      if (m != minus_inf) {
+      if (m != minus_inf) {  // the same in every lane
 #pragma unroll
         for (int k = 0; k < G::vectors; ++k)
 #pragma unroll
           for (int e = 0; e < V; ++e) sum += Prim::exp(v[k][e] - m);  // exp(-inf) = 0
       }
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1)
-        merge_max_sum<Prim>(m, sum, rows::shuffle_xor(m, o), rows::shuffle_xor(sum, o));
+      sum = rows::lanes_reduce(sum, rows::Plus{}, 32);
       if (lane == 0) {
         warp_max[i & 1][warp] = m;
         warp_sum[i & 1][warp] = sum;
@@ -1049,29 +1062,48 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
       S* out = static_cast<S*>(p.out.data) + rows::row_offset_cold(w, p.out, row_of(j)) + first;
       const bool restage = i + G::ahead < my_rows;  // row i + 2 takes row j's slot
       const S* next = restage ? x_row(i + G::ahead) : nullptr;
+      // The output pass, its form chosen once a row (the same in every thread): a row of nothing
+      // but -inf gives 0 (log-softmax: -inf), not NaN; otherwise y = exp(x scale - m) / sum, or
+      // x scale - (m + log sum), the scaled logit taken as one multiply-add.
+      const auto output_pass = [&](auto form) {
+        constexpr int kForm = decltype(form)::value;  // 0: empty row, 1: log-softmax, 2: softmax
 #pragma unroll
-      for (int k = 0; k < G::vectors; ++k) {
-        const Vec xv = s[k * G::threads + t];
-        T y[V];
-        logits(xv, y);
+        for (int k = 0; k < G::vectors; ++k) {
+          const Vec xv = s[k * G::threads + t];
+          T y[V];
+          if constexpr (kPairs) {
+            rows::widen_bf16_pairs(xv, y);
+          } else {
 #pragma unroll
-        for (int e = 0; e < V; ++e) {
-          if (m == minus_inf)  // a row of nothing but -inf gives 0 (log-softmax: -inf), not NaN
-            y[e] = p.log ? minus_inf : T(0);
-          else
-            y[e] = p.log ? y[e] - factor : Prim::exp(y[e] - m) * factor;
+            for (int e = 0; e < V; ++e) y[e] = Traits::to_compute(xv.v[e]);
+          }
+#pragma unroll
+          for (int e = 0; e < V; ++e) {
+            if constexpr (kForm == 0)
+              y[e] = p.log ? minus_inf : T(0);
+            else if constexpr (kForm == 1)
+              y[e] = fmaf(y[e], scale, -factor);
+            else
+              y[e] = Prim::exp(fmaf(y[e], scale, -m)) * factor;
+          }
+          uint4 bits;
+          if constexpr (kPairs) {
+            bits = bf16::narrow_pairs(y);
+          } else {
+            Vec yv;
+#pragma unroll
+            for (int e = 0; e < V; ++e) yv.v[e] = Traits::from_compute(y[e]);
+            memcpy(&bits, &yv, sizeof bits);
+          }
+          ring.write(s, k, out, bits, restage, next, xv);
         }
-        uint4 bits;
-        if constexpr (kPairs) {
-          bits = bf16::narrow_pairs(y);
-        } else {
-          Vec yv;
-#pragma unroll
-          for (int e = 0; e < V; ++e) yv.v[e] = Traits::from_compute(y[e]);
-          memcpy(&bits, &yv, sizeof bits);
-        }
-        ring.write(s, k, out, bits, restage, next, xv);
-      }
+      };
+      if (m == minus_inf)
+        output_pass(std::integral_constant<int, 0>{});
+      else if (p.log)
+        output_pass(std::integral_constant<int, 1>{});
+      else
+        output_pass(std::integral_constant<int, 2>{});
     } else if (i + G::ahead < my_rows) {
       stage(i + G::ahead);
     }
