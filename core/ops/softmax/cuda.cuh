@@ -977,13 +977,16 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
   // Two words a block a row: [row][maximum, sum][block].
   const auto words_of = [&](int64_t i) { return q.words + row_of(i) * 2 * q.blocks; };
   constexpr bool kPairs = std::is_same_v<S, math::bfloat16_t>;  // as grid_norm_kernel
-  const auto logits = [&](const Vec& v, T(&f)[V]) {
+  const auto widen = [&](const Vec& v, T(&f)[V]) {
     if constexpr (kPairs) {
       rows::widen_bf16_pairs(v, f);
     } else {
 #pragma unroll
       for (int e = 0; e < V; ++e) f[e] = Traits::to_compute(v.v[e]);
     }
+  };
+  const auto logits = [&](const Vec& v, T(&f)[V]) {
+    widen(v, f);
 #pragma unroll
     for (int e = 0; e < V; ++e) f[e] *= scale;
   };
@@ -1071,12 +1074,7 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
         for (int k = 0; k < G::vectors; ++k) {
           const Vec xv = s[k * G::threads + t];
           T y[V];
-          if constexpr (kPairs) {
-            rows::widen_bf16_pairs(xv, y);
-          } else {
-#pragma unroll
-            for (int e = 0; e < V; ++e) y[e] = Traits::to_compute(xv.v[e]);
-          }
+          widen(xv, y);  // the scale is applied below
 #pragma unroll
           for (int e = 0; e < V; ++e) {
             if constexpr (kForm == 0)
