@@ -194,6 +194,7 @@ struct HalfStorage {
   };
   // e^x = 2^(x log2 e): NaN stays NaN, -inf gives +0, results below 2^-126 flush to 0.
   static KF_HOST_DEVICE float exp(float x) { return hw::exp2_approx_ftz(x * 1.44269504088896341f); }
+  static KF_HOST_DEVICE float exp2(float x) { return hw::exp2_approx_ftz(x); }
   // |erf(x / sqrt 2)| by Abramowitz & Stegun 7.1.26: erf|z| = 1 - t (a1 + t (a2 + ... a5 t))
   // e^(-z^2) with t = 1 / (1 + p|z|), absolute error <= 1.5e-7, about 13 instructions against 22
   // for the rational form (no clamps: t -> 0 and e^(-z^2) -> 0 do it). The 1 / sqrt 2 is folded
@@ -223,6 +224,7 @@ struct HalfStorage {
   static KF_HOST_DEVICE float divide(float a, float b) { return FastDivide{}(a, b); }
 #else
   static KF_HOST_DEVICE float exp(float x) { return exp_of(x); }
+  static KF_HOST_DEVICE float exp2(float x) { return ::exp2f(x); }
   static KF_HOST_DEVICE float erf_over_sqrt2(float x) { return erf_of(x * 0.70710678118654752f); }
   static KF_HOST_DEVICE float times_one_plus_erf(float h, float x) {
     return h + h * erf_over_sqrt2(x);

@@ -230,6 +230,43 @@ TEST_P(SoftmaxTest, InfiniteAndDistantBlocksOfLongRows) {
   }
 }
 
+// Logits far from 0 (16-bit x in [1976, 2024], scales 1 and -0.75, both exact on those values),
+// in every regime: the exps are taken about maxima near 2000 and -1500, so each shift of the
+// exponent, and each rescale of a block's or a warp's sum to the row's maximum, has to hold
+// their low bits (on CUDA the 16-bit kernels fold log2 e and the scale into one multiply-add
+// about the maximum's rounded product). The longest rows take the grid-group kernel (CUDA).
+// f32 and f64 rows lie about 200: the log-softmax is x scale - (max + log sum), whose rounding
+// near 2000 (up to 6e-5) is above f32's tolerance for outputs of a few units.
+TEST_P(SoftmaxTest, LogitsFarFromZero) {
+  const bool narrow = dtype() == KF_DTYPE_FLOAT16 || dtype() == KF_DTYPE_BFLOAT16;
+  const double center = narrow ? 2000 : 200;
+  std::vector<int64_t> lengths{1000, 16384, 40000, 262144};
+  if (kf_test::device_under_test() == KF_DEVICE_CUDA)
+    lengths.push_back(dtype() == KF_DTYPE_FLOAT32 ? 524288 : 1048576);
+  for (const int64_t length : lengths) {
+    const Shape shape{3, length};
+    const uint64_t s = seed(4200 + static_cast<uint64_t>(length));
+    Tensor x = tensor(shape), out = tensor(shape);
+    std::vector<double> xv = kf_test::random_values(static_cast<size_t>(3 * length), s, -3, 3);
+    for (double& v : xv) v = center + 8 * v;
+    xv = kf_test::round_to_dtype(xv, dtype());
+    kf_test::upload(x, xv);
+    for (const double scale : {1.0, -0.75}) {
+      for (bool log : {false, true}) {
+        const std::string what = std::string(dtype_name(dtype())) + " rows of " +
+                                 std::to_string(length) + " scale " + std::to_string(scale) +
+                                 (log ? " log" : "") + " (seed " + std::to_string(s) + ")";
+        kf_test::poison(out);
+        KF_ASSERT_OK(
+            (log ? kf_log_softmax : kf_fused_softmax)(ctx(), x, nullptr, out, scale, 0, nullptr));
+        expect_softmax_close(kf_test::download(out),
+                             softmax_ref(xv, shape, {}, {}, scale, false, log), length, dtype(),
+                             log, what);
+      }
+    }
+  }
+}
+
 TEST_P(SoftmaxTest, StridedAndInPlace) {
   const uint64_t s = seed(400);
   // x: [3,5,33] view of [5,3,40] (leading dims transposed, offset rows); out: column stride 2.

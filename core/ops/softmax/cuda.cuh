@@ -73,6 +73,56 @@ __device__ __forceinline__ math::compute_t<S> logit(const Plan& p, S x_value, S 
   return v;
 }
 
+// e^(v - m) for the values v of a row about a maximum m of theirs, as the row kernels take it.
+// f32 and f64 (math::Precise): e^(v - m). 16-bit rows (math::HalfStorage, MUFU.EX2): 2^(v log2 e
+// - s) with s = m log2 e rounded once (`shift`), one FFMA and the MUFU a value where e^(v - m)
+// took an FADD, an FMUL and the MUFU. The rounding of s scales every exp about m alike, so it
+// cancels in a softmax; log_sum takes it out of the log-softmax's log of the sum (the FFMA's
+// residual m log2 e - s is exact), and between() rescales a part's sum from its own maximum to
+// another through the same rounded shifts, so parts merged from blocks or warps are scaled as
+// exps taken about the merged maximum's own shift would be. of_scaled(x, factor(scale)) is
+// e^(x scale - m) (the 16-bit form folds the scale into the FFMA: 2^(x (scale log2 e) - s)).
+// A/B on an H200 (2026-12-04, kf-bench softmax, best of two alternating passes, us): f16 rows of
+// 65536 88.27 -> 86.30, of 262144 96.98 -> 88.93, of 1048576 107.09 -> 104.83; bf16 rows of
+// 65536 92.08 -> 89.02; f32 and the rest within +-0.7 % (bf16 rows of 262144 96.93 -> 98.46, a
+// pair whose first-pass times were 101.98 and 98.46).
+template <class Prim, class T>
+struct RowExp {
+  T max;
+  __device__ __forceinline__ explicit RowExp(T m) : max(m) {}
+  __device__ __forceinline__ T operator()(T v) const { return Prim::exp(v - max); }
+  __device__ __forceinline__ static T factor(T scale) { return scale; }
+  __device__ __forceinline__ T of_scaled(T x, T scale) const {
+    return Prim::exp(fma(x, scale, -max));
+  }
+  __device__ __forceinline__ T log_sum(T sum) const { return math::stats::log_of(sum); }
+  // e^(m_part - m_row), for a sum of exp about m_part (callers leave out parts of -inf).
+  __device__ __forceinline__ static T between(T m_part, T m_row) {
+    return Prim::exp(m_part - m_row);
+  }
+};
+
+template <>
+struct RowExp<math::HalfStorage, float> {
+  static constexpr float kLog2e = 1.44269504088896341f, kLn2 = 0.693147180559945309f;
+  float max, shift;
+  __device__ __forceinline__ static float shift_of(float m) { return __fmul_rn(m, kLog2e); }
+  __device__ __forceinline__ explicit RowExp(float m) : max(m), shift(shift_of(m)) {}
+  __device__ __forceinline__ float operator()(float v) const {
+    return math::HalfStorage::exp2(fmaf(v, kLog2e, -shift));
+  }
+  __device__ __forceinline__ static float factor(float scale) { return scale * kLog2e; }
+  __device__ __forceinline__ float of_scaled(float x, float factor) const {
+    return math::HalfStorage::exp2(fmaf(x, factor, -shift));
+  }
+  __device__ __forceinline__ float log_sum(float sum) const {
+    return math::stats::log_of(sum) - fmaf(max, kLog2e, -shift) * kLn2;
+  }
+  __device__ __forceinline__ static float between(float m_part, float m_row) {
+    return math::HalfStorage::exp2(shift_of(m_part) - shift_of(m_row));
+  }
+};
+
 // The max and sum of a block's partial (max, sum) pairs, for every thread of the block (kThreads
 // of them, a multiple of 32); scratch_max and scratch_sum hold 32 values each and are free again
 // on return.
@@ -563,21 +613,21 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
     // of up to 16 elements a thread spilled 16 to 56 bytes (ptxas, sm_90, nvcc 13).
     const auto finish = [&](auto log_form) {
       const bool is_log = log_form;
+      const RowExp<Prim, T> exp_about(max);
       T sum = 0;
       if (is_log) {
 #pragma unroll
         for (int k = 0; k < P::chunks; ++k)
           if (live(k))
 #pragma unroll
-            for (int e = 0; e < P::vec; ++e)
-              sum += Prim::exp(v[k * P::vec + e] - max);  // exp(-inf) = 0
+            for (int e = 0; e < P::vec; ++e) sum += exp_about(v[k * P::vec + e]);  // exp(-inf) = 0
       } else {
 #pragma unroll
         for (int k = 0; k < P::chunks; ++k)
           if (live(k))
 #pragma unroll
             for (int e = 0; e < P::vec; ++e) {
-              v[k * P::vec + e] = Prim::exp(v[k * P::vec + e] - max);
+              v[k * P::vec + e] = exp_about(v[k * P::vec + e]);
               sum += v[k * P::vec + e];
             }
       }
@@ -588,7 +638,7 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
           for (int i = 0; i < P::items; ++i) v[i] = is_log ? minus_inf : T(0);
         }
       } else if (is_log) {
-        const T offset = max + st::log_of(sum);
+        const T offset = max + exp_about.log_sum(sum);
 #pragma unroll
         for (int k = 0; k < P::chunks; ++k)
           if (live(k))
@@ -646,7 +696,8 @@ struct MergeMaxSums {
     const math::stats::MaxSum<T> mine =
         rows::cluster_value_of_lane(blocks, value, math::stats::MaxSum<T>{minus_inf, T(0)});
     const T max = rows::lanes_reduce(mine.max, rows::Larger{}, rows::kMaxClusterBlocks);
-    const T term = mine.max == minus_inf ? T(0) : mine.sum * Prim::exp(mine.max - max);
+    const T term =
+        mine.max == minus_inf ? T(0) : mine.sum * RowExp<Prim, T>::between(mine.max, max);
     return {max, rows::lanes_reduce(term, rows::Plus{}, rows::kMaxClusterBlocks)};
   }
 };
@@ -697,6 +748,8 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
   const rows::Walk& w = p.walk;
   const int64_t n = w.row_length;
   const T scale = static_cast<T>(p.scale), minus_inf = st::negative_infinity<T>();
+  constexpr bool kFoldScale = std::is_same_v<Prim, math::HalfStorage> && !kMasked;
+  const T scale_factor = RowExp<Prim, T>::factor(scale);  // (kFoldScale's exps)
   rows::ClusterReducer cluster(mailbox, kClustered);
   const int rank = rows::slice_rank(g);
   const int64_t first_col = rank * g.slice;
@@ -825,15 +878,28 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
       }
       for_each_extra([&](int, T v) { max = v > max ? v : max; });
       max = rows::group_reduce<rows::StagedPolicy::threads>(max, rows::Larger{}, g.group, scratch);
-      T sum = 0;
-      if (max != minus_inf) {
-        for (int c = lane * V; c < seen; c += g.group * V) {
+      // Calls fn(e, exp of element e's logit about a maximum (`about`)) for one vector. 16-bit
+      // rows without a mask take them from x itself, the scale folded into the exponent's FFMA
+      // (RowExp::of_scaled).
+      const auto for_each_exp = [&](int c, const RowExp<Prim, T>& about, auto&& fn) {
+        if constexpr (kFoldScale) {
+          const Vec xv = *reinterpret_cast<const Vec*>(x_row + c);
+#pragma unroll
+          for (int e = 0; e < V; ++e)
+            fn(e, about.of_scaled(Traits::to_compute(xv.v[e]), scale_factor));
+        } else {
           T v[V];
           logits(c, v);
 #pragma unroll
-          for (int e = 0; e < V; ++e) sum += Prim::exp(v[e] - max);  // exp(-inf) = 0
+          for (int e = 0; e < V; ++e) fn(e, about(v[e]));  // exp(-inf) = 0
         }
-        for_each_extra([&](int, T v) { sum += Prim::exp(v - max); });
+      };
+      T sum = 0;
+      if (max != minus_inf) {
+        const RowExp<Prim, T> about(max);
+        for (int c = lane * V; c < seen; c += g.group * V)
+          for_each_exp(c, about, [&](int, T y) { sum += y; });
+        for_each_extra([&](int, T v) { sum += about(v); });
       }
       sum = rows::group_reduce<rows::StagedPolicy::threads>(sum, rows::Plus{}, g.group, scratch);
       if constexpr (kClustered) {
@@ -863,7 +929,7 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
         write_hidden(0);
         store_extras([&](T) { return p.log ? minus_inf : T(0); });
       } else if (p.log) {
-        const T offset = max + st::log_of(sum);
+        const T offset = max + RowExp<Prim, T>(max).log_sum(sum);
         for (; c < seen; c += g.group * V) {
           T v[V];
           logits(c, v);
@@ -877,17 +943,14 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
         write_hidden(seen);
       } else {
         const T inv_sum = T(1) / sum;
+        const RowExp<Prim, T> about(max);
         for (; c < seen; c += g.group * V) {
-          T v[V];
-          logits(c, v);
           Vec yv;
-#pragma unroll
-          for (int e = 0; e < V; ++e)
-            yv.v[e] = Traits::from_compute(Prim::exp(v[e] - max) * inv_sum);
+          for_each_exp(c, about, [&](int e, T y) { yv.v[e] = Traits::from_compute(y * inv_sum); });
           *reinterpret_cast<Vec*>(out + c) = yv;
           restage(c);
         }
-        store_extras([&](T v) { return Prim::exp(v - max) * inv_sum; });
+        store_extras([&](T v) { return about(v) * inv_sum; });
         write_hidden(seen);
       }
       if (kInPass)
@@ -937,8 +1000,8 @@ __device__ __forceinline__ void merge_max_sum(T& m, T& s, T om, T os) {
   const T minus_inf = math::stats::negative_infinity<T>();
   const T mx = m > om ? m : om;
   if (mx == minus_inf) return;  // both sides empty: (-inf, 0)
-  const T a = m == minus_inf ? T(0) : s * Prim::exp(m - mx);
-  const T b = om == minus_inf ? T(0) : os * Prim::exp(om - mx);
+  const T a = m == minus_inf ? T(0) : s * RowExp<Prim, T>::between(m, mx);
+  const T b = om == minus_inf ? T(0) : os * RowExp<Prim, T>::between(om, mx);
   s = a + b;
   m = mx;
 }
@@ -969,6 +1032,7 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
   const int64_t my_rows = (w.rows - group + q.groups - 1) / q.groups;
   const int64_t first = int64_t{rank} * G::vectors * G::threads * V;  // the block's first column
   const T scale = static_cast<T>(p.scale), minus_inf = st::negative_infinity<T>();
+  const T scale_factor = RowExp<Prim, T>::factor(scale);  // (RowExp::of_scaled)
   const auto row_of = [&](int64_t i) { return group + i * q.groups; };
   const auto x_row = [&](int64_t i) {  // the block's share of row i
     return static_cast<const S*>(p.x.data) + rows::row_offset_cold(w, p.x, row_of(i)) + first;
@@ -984,11 +1048,6 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
 #pragma unroll
       for (int e = 0; e < V; ++e) f[e] = Traits::to_compute(v.v[e]);
     }
-  };
-  const auto logits = [&](const Vec& v, T(&f)[V]) {
-    widen(v, f);
-#pragma unroll
-    for (int e = 0; e < V; ++e) f[e] *= scale;
   };
 #pragma unroll
   for (int i = 0; i < G::ahead; ++i) {
@@ -1006,13 +1065,13 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
     if (i < my_rows) {                   // row i: this block's (maximum, sum of exp), published
       async_copy::wait<G::ahead - 1>();  // this thread's copies of row i have landed
       const Vec* s = ring.slot(i);
-      T v[G::vectors][V];
+      T x[G::vectors][V];  // the values; their logits are x scale
       T m = minus_inf;
 #pragma unroll
       for (int k = 0; k < G::vectors; ++k) {
-        logits(s[k * G::threads + t], v[k]);
+        widen(s[k * G::threads + t], x[k]);
 #pragma unroll
-        for (int e = 0; e < V; ++e) m = fmaxf(m, v[k][e]);  // NaN never wins
+        for (int e = 0; e < V; ++e) m = fmaxf(m, x[k][e] * scale);  // NaN never wins
       }
       // The warp's maximum first, so that each exp is taken about it once, and the warp's sums
       // meet in one butterfly of adds (no rescaling exps in the butterfly).
@@ -1020,10 +1079,11 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
           m, [](T a, T b) { return fmaxf(a, b); }, 32);
       T sum = 0;
       if (m != minus_inf) {  // the same in every lane
+        const RowExp<Prim, T> about(m);
 #pragma unroll
         for (int k = 0; k < G::vectors; ++k)
 #pragma unroll
-          for (int e = 0; e < V; ++e) sum += Prim::exp(v[k][e] - m);  // exp(-inf) = 0
+          for (int e = 0; e < V; ++e) sum += about.of_scaled(x[k][e], scale_factor);
       }
       sum = rows::lanes_reduce(sum, rows::Plus{}, 32);
       if (lane == 0) {
@@ -1056,7 +1116,7 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
           merge_max_sum<Prim>(m, sum, rows::shuffle_xor(m, o), rows::shuffle_xor(sum, o));
         if (lane == 0) {
           row_max[j & 1] = m;
-          row_factor[j & 1] = p.log ? m + st::log_of(sum) : T(1) / sum;
+          row_factor[j & 1] = p.log ? m + RowExp<Prim, T>(m).log_sum(sum) : T(1) / sum;
         }
       }
       __syncthreads();
@@ -1068,6 +1128,7 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
       // The output pass, its form chosen once a row (the same in every thread): a row of nothing
       // but -inf gives 0 (log-softmax: -inf), not NaN; otherwise y = exp(x scale - m) / sum, or
       // x scale - (m + log sum), the scaled logit taken as one multiply-add.
+      const RowExp<Prim, T> about(m);
       const auto output_pass = [&](auto form) {
         constexpr int kForm = decltype(form)::value;  // 0: empty row, 1: log-softmax, 2: softmax
 #pragma unroll
@@ -1082,7 +1143,7 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
             else if constexpr (kForm == 1)
               y[e] = fmaf(y[e], scale, -factor);
             else
-              y[e] = Prim::exp(fmaf(y[e], scale, -m)) * factor;
+              y[e] = about.of_scaled(y[e], scale_factor) * factor;
           }
           uint4 bits;
           if constexpr (kPairs) {
