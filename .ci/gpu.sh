@@ -115,22 +115,28 @@ san_pid=
 if want sanitizer && [[ -n $SANITIZER ]] && ((build_rc == 0)); then
   rm -rf "$SAN_DIR" && mkdir -p "$SAN_DIR"
   mapfile -t cuda_tests < <(find "$BUILD/tests" -type f -perm -u+x -name '*_cuda' | sort)
-  # One entry per run: SHARDS TOOL BINARY [ARGS...] (SHARDS > 1: a GoogleTest shard, see below).
-  # The longest runs go first, so that none starts late and ends the step: memcheck over the row
-  # kernels' tests in four shards each (172 s and 96 s at 2026-11-30 12:21Z unsharded, and more
-  # since: the whole proof no longer fit one call at 2026-12-02 05:59Z), then racecheck
-  # (shared-memory hazards) over the op tests, the row kernels' tests in eight shards each, then
-  # the other memcheck runs.
+  # One entry per run: SHARD/SHARDS TOOL BINARY [ARGS...] (a GoogleTest shard; - for the whole
+  # binary). The longest runs go first, so that none starts late and ends the step: memcheck over
+  # the row kernels' tests, then racecheck (shared-memory hazards) over the op tests, then the
+  # other memcheck runs. The row kernels' tests run in shards (172 s and 96 s of memcheck at
+  # 2026-11-30 12:21Z unsharded): norm_test_cuda in 8 for memcheck and 16 for racecheck,
+  # softmax_test_cuda in 4 and 12. With 16 runs at once (2026-12-04 04:33Z, H200) the norm tests'
+  # four memcheck shards took 343-405 s and their eight racecheck shards 198-420 s, one of them
+  # killed by the 420 s limit with 12 of its 14 tests passed; the softmax racecheck shards took
+  # 74-377 s.
   row_tests() { [[ $1 == */ops/norm_* || $1 == */ops/softmax_* ]]; }
-  for bin in "${cuda_tests[@]}"; do
-    if row_tests "$bin"; then
-      for shard in 0 1 2 3; do san_runs+=("$shard/4 memcheck $bin"); done
-    fi
-  done
-  for bin in "${cuda_tests[@]}"; do
-    if row_tests "$bin"; then
-      for shard in 0 1 2 3 4 5 6 7; do san_runs+=("$shard/8 racecheck $bin"); done
-    fi
+  shards() { # TOOL BINARY: how many shards that run takes
+    case $1/${2##*/} in
+      memcheck/norm_*) echo 8 ;; racecheck/norm_*) echo 16 ;;
+      memcheck/softmax_*) echo 4 ;; racecheck/softmax_*) echo 12 ;;
+    esac
+  }
+  for tool in memcheck racecheck; do
+    for bin in "${cuda_tests[@]}"; do
+      row_tests "$bin" || continue
+      n=$(shards "$tool" "$bin")
+      for ((shard = 0; shard < n; shard++)); do san_runs+=("$shard/$n $tool $bin"); done
+    done
   done
   for bin in "${cuda_tests[@]}"; do
     [[ $bin == */ops/* ]] && ! row_tests "$bin" && san_runs+=("- racecheck $bin")
