@@ -339,12 +339,16 @@ void OpCaseRunner::add_row_ops(kf_dtype_t dtype, std::vector<Case>* cases) {
       for (int64_t length : lengths)
         specs.push_back({kind, {rows_for(dtype, length, 2.0), length}, false, "rows"});
     if (!fixed_forms) {
-      // Chosen lengths: the RMS norm with a residual at each of them too.
+      // Chosen lengths: the log-softmax (its own output pass in each softmax kernel) and the RMS
+      // norm with a residual at each of them too.
+      for (int64_t length : lengths)
+        specs.push_back({log_softmax, {rows_for(dtype, length, 2.0), length}, false, "rows"});
       for (int64_t length : lengths)
         specs.push_back({rms_norm, {rows_for(dtype, length, 4.0), length}, true, "large"});
       return specs;
     }
-    // log-softmax shares softmax's kernels: one row length is enough.
+    // log-softmax shares softmax's kernels but for the output pass: one row length here (the
+    // chosen lengths above take it at each).
     const int64_t mid = options_.quick ? 1027 : 4096;
     specs.push_back({log_softmax, {rows_for(dtype, mid, 2.0), mid}, false, "rows"});
     specs.push_back({rms_norm, {rows_for(dtype, mid, 4.0), mid}, true, "large"});

@@ -46,9 +46,9 @@ in the same run. Uses the first CUDA device when there is one, else the CPU back
                     suite: only these sections (compile,chain,crops,resize)
   --lengths LIST    ops suite: the row lengths of the norm and softmax cases (default
                     64,1024,4096,16384,262144), each sized as those are; when given, the
-                    RMS norm with a residual runs at each of them too, and the other
-                    fixed-shape row cases (log-softmax, the causal form, the seeds) are left
-                    out. "sweep" names 29 lengths from 64 to 262144: powers of two, lengths
+                    log-softmax and the RMS norm with a residual run at each of them too,
+                    and the other fixed-shape row cases (the causal form, the seeds) are
+                    left out. "sweep" names 29 lengths from 64 to 262144: powers of two, lengths
                     just past a policy's capacity (8200, 10000, 20000) and vocabulary rows
                     (30522, 32000, 50257)
   --json FILE       also write every result as JSON (op cases under "op_rows", fusion rows

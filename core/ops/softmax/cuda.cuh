@@ -82,6 +82,15 @@ __device__ __forceinline__ math::compute_t<S> logit(const Plan& p, S x_value, S 
 // another through the same rounded shifts, so parts merged from blocks or warps are scaled as
 // exps taken about the merged maximum's own shift would be. of_scaled(x, factor(scale)) is
 // e^(x scale - m) (the 16-bit form folds the scale into the FFMA: 2^(x (scale log2 e) - s)).
+// The log-softmax of v is log_softmax(v, log_factor(sum)), and of x scaled log_softmax_scaled(x,
+// scale, log_factor(sum)). f32 and f64 take (v - m) - log sum, the difference first, as the CPU
+// backend and math::stats::softmax_value do: v - (m + log sum) rounds m + log sum at m's
+// magnitude, up to ulp(2000) / 2 = 6e-5 in every f32 output for logits near 2000 (the test
+// LogitsFarFromZero), where v - m is exact for v within a factor of two of m and otherwise
+// rounds at the output's magnitude. The 16-bit rows keep v - (m + log sum), one FADD (or FFMA)
+// a value: that rounding is under their outputs' own. (H200, 2026-12-04 08:07Z, kf-bench
+// log_softmax, best of two alternating passes: the 16-bit rows of 16384 and 65536 lost 0.8-1.4 %
+// with the difference first; f32 rows of 1024 to 262144 moved by -0.5 to +1.9 %.)
 // A/B on an H200 (2026-12-04, kf-bench softmax, best of two alternating passes, us): f16 rows of
 // 65536 88.27 -> 86.30, of 262144 96.98 -> 88.93, of 1048576 107.09 -> 104.83; bf16 rows of
 // 65536 92.08 -> 89.02; f32 and the rest within +-0.7 % (bf16 rows of 262144 96.93 -> 98.46, a
@@ -96,6 +105,13 @@ struct RowExp {
     return Prim::exp(fma(x, scale, -max));
   }
   __device__ __forceinline__ T log_sum(T sum) const { return math::stats::log_of(sum); }
+  __device__ __forceinline__ T log_factor(T sum) const { return log_sum(sum); }
+  __device__ __forceinline__ T log_softmax(T v, T log_factor) const {
+    return (v - max) - log_factor;
+  }
+  __device__ __forceinline__ T log_softmax_scaled(T x, T scale, T log_factor) const {
+    return fma(x, scale, -max) - log_factor;
+  }
   // e^(m_part - m_row), for a sum of exp about m_part (callers leave out parts of -inf).
   __device__ __forceinline__ static T between(T m_part, T m_row) {
     return Prim::exp(m_part - m_row);
@@ -117,6 +133,14 @@ struct RowExp<math::HalfStorage, float> {
   }
   __device__ __forceinline__ float log_sum(float sum) const {
     return math::stats::log_of(sum) - fmaf(max, kLog2e, -shift) * kLn2;
+  }
+  __device__ __forceinline__ float log_factor(float sum) const { return max + log_sum(sum); }
+  __device__ __forceinline__ float log_softmax(float v, float log_factor) const {
+    return v - log_factor;
+  }
+  __device__ __forceinline__ float log_softmax_scaled(float x, float scale,
+                                                      float log_factor) const {
+    return fmaf(x, scale, -log_factor);
   }
   __device__ __forceinline__ static float between(float m_part, float m_row) {
     return math::HalfStorage::exp2(shift_of(m_part) - shift_of(m_row));
@@ -638,12 +662,13 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
           for (int i = 0; i < P::items; ++i) v[i] = is_log ? minus_inf : T(0);
         }
       } else if (is_log) {
-        const T offset = max + exp_about.log_sum(sum);
+        const T log_factor = exp_about.log_factor(sum);
 #pragma unroll
         for (int k = 0; k < P::chunks; ++k)
           if (live(k))
 #pragma unroll
-            for (int e = 0; e < P::vec; ++e) v[k * P::vec + e] -= offset;
+            for (int e = 0; e < P::vec; ++e)
+              v[k * P::vec + e] = exp_about.log_softmax(v[k * P::vec + e], log_factor);
       } else {
         const T inv_sum = T(1) / sum;
 #pragma unroll
@@ -929,17 +954,19 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
         write_hidden(0);
         store_extras([&](T) { return p.log ? minus_inf : T(0); });
       } else if (p.log) {
-        const T offset = max + RowExp<Prim, T>(max).log_sum(sum);
+        const RowExp<Prim, T> about(max);
+        const T log_factor = about.log_factor(sum);
         for (; c < seen; c += g.group * V) {
           T v[V];
           logits(c, v);
           Vec yv;
 #pragma unroll
-          for (int e = 0; e < V; ++e) yv.v[e] = Traits::from_compute(v[e] - offset);
+          for (int e = 0; e < V; ++e)
+            yv.v[e] = Traits::from_compute(about.log_softmax(v[e], log_factor));
           *reinterpret_cast<Vec*>(out + c) = yv;
           restage(c);
         }
-        store_extras([&](T v) { return v - offset; });
+        store_extras([&](T v) { return about.log_softmax(v, log_factor); });
         write_hidden(seen);
       } else {
         const T inv_sum = T(1) / sum;
@@ -1022,7 +1049,7 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
   static_assert(sizeof(Vec) == sizeof(uint4), "a vector is 16 bytes");
   extern __shared__ __align__(16) unsigned char grid_bytes[];
   __shared__ T warp_max[2][kWarps], warp_sum[2][kWarps];
-  __shared__ T row_max[2], row_factor[2];  // the maximum; 1 / sum (log-softmax: max + log sum)
+  __shared__ T row_max[2], row_factor[2];  // the maximum; 1 / sum (log-softmax: RowExp::log_factor)
   const int group = static_cast<int>(blockIdx.x) / q.blocks;
   const int rank = static_cast<int>(blockIdx.x) % q.blocks;
   if (group >= q.groups) return;
@@ -1116,7 +1143,7 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
           merge_max_sum<Prim>(m, sum, rows::shuffle_xor(m, o), rows::shuffle_xor(sum, o));
         if (lane == 0) {
           row_max[j & 1] = m;
-          row_factor[j & 1] = p.log ? m + RowExp<Prim, T>(m).log_sum(sum) : T(1) / sum;
+          row_factor[j & 1] = p.log ? RowExp<Prim, T>(m).log_factor(sum) : T(1) / sum;
         }
       }
       __syncthreads();
@@ -1127,7 +1154,7 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
       const S* next = restage ? x_row(i + G::ahead) : nullptr;
       // The output pass, its form chosen once a row (the same in every thread): a row of nothing
       // but -inf gives 0 (log-softmax: -inf), not NaN; otherwise y = exp(x scale - m) / sum, or
-      // x scale - (m + log sum), the scaled logit taken as one multiply-add.
+      // x scale - m - log sum (RowExp::log_softmax_scaled, the scaled logit in a multiply-add).
       const RowExp<Prim, T> about(m);
       const auto output_pass = [&](auto form) {
         constexpr int kForm = decltype(form)::value;  // 0: empty row, 1: log-softmax, 2: softmax
@@ -1141,7 +1168,7 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
             if constexpr (kForm == 0)
               y[e] = p.log ? minus_inf : T(0);
             else if constexpr (kForm == 1)
-              y[e] = fmaf(y[e], scale, -factor);
+              y[e] = about.log_softmax_scaled(y[e], scale, factor);
             else
               y[e] = about.of_scaled(y[e], scale_factor) * factor;
           }
