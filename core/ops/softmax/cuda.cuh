@@ -88,9 +88,11 @@ __device__ __forceinline__ math::compute_t<S> logit(const Plan& p, S x_value, S 
 // magnitude, up to ulp(2000) / 2 = 6e-5 in every f32 output for logits near 2000 (the test
 // LogitsFarFromZero), where v - m is exact for v within a factor of two of m and otherwise
 // rounds at the output's magnitude. The 16-bit rows keep v - (m + log sum), one FADD (or FFMA)
-// a value: that rounding is under their outputs' own. (H200, 2026-12-04 08:07Z, kf-bench
+// a value: its rounding (up to 6e-5 about 2000, where a 16-bit logit's own ulp is 1 or 8) is
+// under half an ulp of the 16-bit output for log-probabilities of magnitude 1/8 and more (f16)
+// or 1/64 and more (bf16), and above it only nearer 0. (H200, 2026-12-04 08:07Z, kf-bench
 // log_softmax, best of two alternating passes: the 16-bit rows of 16384 and 65536 lost 0.8-1.4 %
-// with the difference first; f32 rows of 1024 to 262144 moved by -0.5 to +1.9 %.)
+// with the difference first; the f32 rows of 1024 to 262144 ran 0.5 % slower to 1.9 % faster.)
 // A/B on an H200 (2026-12-04, kf-bench softmax, best of two alternating passes, us): f16 rows of
 // 65536 88.27 -> 86.30, of 262144 96.98 -> 88.93, of 1048576 107.09 -> 104.83; bf16 rows of
 // 65536 92.08 -> 89.02; f32 and the rest within +-0.7 % (bf16 rows of 262144 96.93 -> 98.46, a
