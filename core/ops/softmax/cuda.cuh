@@ -77,7 +77,7 @@ __device__ __forceinline__ math::compute_t<S> logit(const Plan& p, S x_value, S 
 // f32 and f64 (math::Precise): e^(v - m). 16-bit rows (math::HalfStorage, MUFU.EX2): 2^(v log2 e
 // - s) with s = m log2 e rounded once (`shift`), one FFMA and the MUFU a value where e^(v - m)
 // took an FADD, an FMUL and the MUFU. The rounding of s scales every exp about m alike, so it
-// cancels in a softmax; log_sum takes it out of the log-softmax's log of the sum (the FFMA's
+// cancels in a softmax; log_factor takes it out of the log-softmax's log of the sum (the FFMA's
 // residual m log2 e - s is exact), and between() rescales a part's sum from its own maximum to
 // another through the same rounded shifts, so parts merged from blocks or warps are scaled as
 // exps taken about the merged maximum's own shift would be. of_scaled(x, factor(scale)) is
@@ -106,8 +106,7 @@ struct RowExp {
   __device__ __forceinline__ T of_scaled(T x, T scale) const {
     return Prim::exp(fma(x, scale, -max));
   }
-  __device__ __forceinline__ T log_sum(T sum) const { return math::stats::log_of(sum); }
-  __device__ __forceinline__ T log_factor(T sum) const { return log_sum(sum); }
+  __device__ __forceinline__ T log_factor(T sum) const { return math::stats::log_of(sum); }
   __device__ __forceinline__ T log_softmax(T v, T log_factor) const {
     return (v - max) - log_factor;
   }
@@ -133,10 +132,9 @@ struct RowExp<math::HalfStorage, float> {
   __device__ __forceinline__ float of_scaled(float x, float factor) const {
     return math::HalfStorage::exp2(fmaf(x, factor, -shift));
   }
-  __device__ __forceinline__ float log_sum(float sum) const {
-    return math::stats::log_of(sum) - fmaf(max, kLog2e, -shift) * kLn2;
+  __device__ __forceinline__ float log_factor(float sum) const {
+    return max + (math::stats::log_of(sum) - fmaf(max, kLog2e, -shift) * kLn2);
   }
-  __device__ __forceinline__ float log_factor(float sum) const { return max + log_sum(sum); }
   __device__ __forceinline__ float log_softmax(float v, float log_factor) const {
     return v - log_factor;
   }
