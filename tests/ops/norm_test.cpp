@@ -472,14 +472,21 @@ TEST_P(NormTest, InPlace) {
 // elements) and many rows per launch.
 TEST_P(NormTest, RegimeBoundaries) {
   uint64_t salt = 900;
-  for (int64_t length : {2,    8,     31,    32,    33,    64,    1023,  1024,  1025,  1536,
-                         1537, 1544,  2048,  2049,  2100,  2560,  2561,  3072,  3073,  8192,
-                         8193, 16383, 16384, 16385, 16388, 32768, 32776, 65544, 262144}) {
+  for (int64_t length :
+       {2,    8,    31,   32,    33,    64,    1023,  1024,  1025,  1536,  1537,
+        1544, 2048, 2049, 2100,  2560,  2561,  3072,  3073,  4096,  4104,  5120,
+        5128, 8192, 8193, 16383, 16384, 16385, 16388, 32768, 32776, 65544, 262144}) {
     check_layer_norm(3, length, length % 2 == 0, KF_ACTIVATION_NONE, salt += 3);
     check_rms_norm(3, length, true, length % 3 != 0, KF_ACTIVATION_NONE, salt += 3);
   }
   check_layer_norm(1000, 64, true, KF_ACTIVATION_GELU, salt += 3);
   check_rms_norm(777, 128, true, true, KF_ACTIVATION_SILU, salt += 3);
+  // Rows of 4097..5120 (on CUDA, 320-thread blocks where the wide form applies) over more rows
+  // than the resident grid holds blocks, so that each block walks several.
+  check_layer_norm(900, 5000, true, KF_ACTIVATION_RELU, salt += 3);
+  check_layer_norm(900, 4104, false, KF_ACTIVATION_NONE, salt += 3);
+  check_rms_norm(900, 5120, false, true, KF_ACTIVATION_SILU, salt += 3);
+  check_rms_norm(900, 5000, true, true, KF_ACTIVATION_NONE, salt += 3);
 }
 
 // Rows that fill 8- or 4-byte vectors but not 16-byte ones (16-bit lengths of 4k + 2 and 8k + 4:

@@ -371,14 +371,19 @@ TEST_P(SoftmaxTest, ShortRowsOverManySteps) {
 // and without masks and the causal rule, plus rows whose starts are not 16-byte aligned.
 TEST_P(SoftmaxTest, RegimeBoundaries) {
   uint64_t salt = 900;
-  for (int64_t length : {2,     8,     31,    32,    33,    64,    520,   766,   768,   776,
-                         1023,  1024,  1025,  1536,  1537,  1544,  2048,  2049,  2100,  2560,
-                         2561,  3072,  3073,  6144,  6152,  8192,  8193,  10240, 10248, 12288,
-                         12296, 16383, 16384, 16385, 16388, 32768, 32776, 65544, 262144}) {
+  for (int64_t length :
+       {2,     8,     31,    32,    33,    64,    520,   766,   768,   776,   1023,
+        1024,  1025,  1536,  1537,  1544,  2048,  2049,  2100,  2560,  2561,  3072,
+        3073,  4096,  4104,  5120,  5128,  6144,  6152,  8192,  8193,  10240, 10248,
+        12288, 12296, 16383, 16384, 16385, 16388, 32768, 32776, 65544, 262144}) {
     check({3, length}, {}, false, 1.0, false, salt += 2);
     check({2, 3, length}, {3, length}, true, 0.5, true, salt += 2, true);
   }
   check({1000, 64}, {64}, true, 1.0, false, salt += 2);
+  // Rows of 4097..5120 (on CUDA, 320-thread blocks where the wide form applies) over more rows
+  // than the resident grid holds blocks, log-softmax and a scale included.
+  check({900, 5000}, {}, false, 0.75, false, salt += 2);
+  check({900, 4104}, {}, false, 1.0, false, salt += 2);
   check({4, 200, 128}, {}, false, 0.125, true, salt += 2);
 
   for (int64_t length : {32, 1024, 4096}) {

@@ -2088,7 +2088,9 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
   }
   // bf16 rows of 2049..2560 of 16-byte vectors keep the 32-element form (with_tile_policy).
   const bool fill_2560 = !(std::is_same_v<S, math::bfloat16_t> && V == 8);
-  return rows::with_tile_policy<S, V>(p.walk.row_length, wide_form, fill_2560, [&](auto policy) {
+  // 16-bit rows of 4097..5120 in the wide form take 320 threads at 16 elements (kFill5120).
+  const int64_t length = p.walk.row_length;
+  return rows::with_tile_policy<S, V, true>(length, wide_form, fill_2560, [&](auto policy) {
     using P = decltype(policy);
     if (p.residual.data) {
       if constexpr (residual_takes_three_blocks<P, S>()) {

@@ -139,6 +139,10 @@ constexpr size_t tile_shared_bytes() {
 // blocks at 80 registers, where 768 / 160 threads would round down to four.
 template <class P, class S>
 constexpr int tile_min_blocks() {
+  // 320-thread blocks of up to 16 elements a thread (rows of 4097..5120, with_tile_policy and
+  // the softmax's launch_cached): three, at the 64 registers a thread of the 512-thread blocks'
+  // two-block build (tile_lean_blocks), where the rule below would leave one.
+  if (P::threads == 320 && P::items <= 16) return 3;
   if (P::threads > 256) return 1;
   const int per_256 = tile_prefetches<P, S>()                             ? 2
                       : sizeof(math::compute_t<S>) == 4 && P::items <= 16 ? 3
@@ -687,7 +691,8 @@ void launch_common_tile_kernel(const Plan& p, int64_t rows, int32_t device, cuda
 // The longest row with_tile_policy serves (f32, f16 and bf16 rows of 16-byte vectors).
 constexpr int64_t kMaxTileRow = 512 * 32;
 
-template <class S, int V, class Fn>
+// kFill5120: the caller takes 16-bit rows of 4097..5120 in the wide form on 320 threads (below).
+template <class S, int V, bool kFill5120, class Fn>
 bool with_tile_policy(int64_t n, bool wide, bool fill_2560, Fn&& fn) {
   constexpr int kRowBlock = 256;   // block size of the lanes-per-row regime
   constexpr int kChunks = 16 / V;  // 16 elements per thread
@@ -760,6 +765,21 @@ bool with_tile_policy(int64_t n, bool wide, bool fill_2560, Fn&& fn) {
     if (n <= 192 * 16) return fn(TilePolicy<192, 16 / V, V, 192>{}), true;
   }
   if (n <= 256 * 16) return fn(TilePolicy<256, 16 / V, V, 256>{}), true;
+  // 16-bit rows of 4097..5120 of 16-byte vectors in the wide form where the caller allows it
+  // (kFill5120: the norms): 320 threads at 16 elements, three blocks an SM (tile_min_blocks),
+  // whose 5120 slots a row of 5000 fills to 98 %, where the 256 threads at 24 below (two blocks
+  // an SM) fill 81 % and hold 512 threads an SM instead of 960. H200 A/B (2026-12-04 14:12Z,
+  // kf-bench, one library choosing the policy by an environment variable, same call, two
+  // passes), % of copy, rows of 4104 / 4608 / 5000 / 5120, 256 at 24 -> 320 at 16: RMS norm f16
+  // 75.9 / 79.2 / 79.1 / 81.4 -> 85.4 / 89.8 / 89.5 / 91.3, bf16 73.4 / 77.7 / 77.8 / 79.9 ->
+  // 83.0 / 88.3 / 88.5 / 90.8; layer norm + ReLU f16 65.2 / 72.4 / 75.2 / 77.1 -> 69.6 / 77.0 /
+  // 81.5 / 83.9, bf16 54.4 / 60.4 / 65.0 / 66.2 -> 58.9 / 65.2 / 70.2 / 71.9. The 16-bit softmax
+  // lost 0.5 to 3.6 points at every length but f16 rows of 5120 (+0.4) and keeps 256 at 24; the
+  // f32 softmax takes the policy for rows of 4609..5120 only (softmax/cuda.cuh, launch_cached);
+  // the f32 norms' rows of 16..32 KiB are staged, not cached. Rows of 4096 and 6144 (other
+  // policies) within 0.5.
+  if constexpr (kFill5120 && sizeof(S) == 2 && V == 8)
+    if (n <= 320 * 16 && wide) return fn(TilePolicy<320, 16 / V, V, 320>{}), true;
   // 16-bit rows of 4097..6144 of 16-byte vectors where the caller allows the wide forms: a block
   // of 256 at 24 elements a thread, where the 512-thread policy below leaves a quarter or more of
   // its slots past the row's end (rows of 5120: 37.5 %). H200 A/B (2026-11-29 11:49Z, kf-bench,

@@ -1312,6 +1312,22 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
       return true;
     }
   }
+  // f32 rows of 4609..5120 of 16-byte vectors without a mask, where the SMs are
+  // rows::tile_issue_lean: 320 threads at 16 elements a thread, three blocks an SM, instead of
+  // with_tile_policy's 256 at 24, two blocks an SM. H200 A/B (2026-12-04 14:12Z, kf-bench, one
+  // library choosing the policy by an environment variable, same call, two passes), % of copy,
+  // rows of 4104 / 4608 / 5000 / 5120: softmax 86.4 / 87.8 / 84.3 / 83.4 -> 82.9 / 87.8 / 88.7 /
+  // 90.6, log-softmax 86.0 / 87.9 / 85.8 / 83.5 -> 82.1 / 87.0 / 87.8 / 89.5; so rows up to 4608
+  // keep 256 at 24. (The 16-bit rows lost with it: rows::with_tile_policy.) Not measured on an
+  // H100.
+  if constexpr (std::is_same_v<S, float> && V == 4) {
+    const int64_t n = p.walk.row_length;
+    if (!p.mask.data && n > 4608 && n <= 5120 && rows::tile_issue_lean(device)) {
+      using P = rows::TilePolicy<320, 4, V, 320>;
+      rows::launch_common_tile_kernel<P, S, CommonCached<P, S>>(p, p.walk.rows, device, stream);
+      return true;
+    }
+  }
   // 16-bit rows of 33..64 of 16-byte vectors without a mask, where the SMs are
   // rows::tile_issue_lean: two lanes a row at 32 elements a lane instead of with_tile_policy's
   // four at 16. H200 A/B (2026-12-01 12:14Z-12:15Z, kf-bench `--filter softmax --lengths 64,1024`,
@@ -1331,7 +1347,7 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
   const bool wide = p.mask.data == nullptr;
   // fill_2560 = wide: every softmax row of the wide form takes the 160-thread policy for 16-bit
   // rows of 2049..2560 (only the bf16 norms keep the 96-thread one; with_tile_policy).
-  return rows::with_tile_policy<S, V>(p.walk.row_length, wide, wide, [&](auto policy) {
+  return rows::with_tile_policy<S, V, false>(p.walk.row_length, wide, wide, [&](auto policy) {
     using P = decltype(policy);
     if (p.mask.data) {
       // The 16-bit rows of 16-byte vectors that prefetch (rows::tile_prefetches) at up to 16
