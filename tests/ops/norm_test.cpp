@@ -487,6 +487,9 @@ TEST_P(NormTest, RegimeBoundaries) {
   check_layer_norm(900, 4104, false, KF_ACTIVATION_NONE, salt += 3);
   check_rms_norm(900, 5120, false, true, KF_ACTIVATION_SILU, salt += 3);
   check_rms_norm(900, 5000, true, true, KF_ACTIVATION_NONE, salt += 3);
+  // And past them, without a residual (rows of 5121..6144: 256-thread blocks at 24 elements).
+  check_rms_norm(900, 5128, false, true, KF_ACTIVATION_NONE, salt += 3);
+  check_rms_norm(700, 6144, false, false, KF_ACTIVATION_RELU, salt += 3);
 }
 
 // Rows that fill 8- or 4-byte vectors but not 16-byte ones (16-bit lengths of 4k + 2 and 8k + 4:
