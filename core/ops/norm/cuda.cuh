@@ -2067,6 +2067,23 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
       return true;
     }
   }
+  // The RMS norm's 16-bit rows of 5121..6144 of 16-byte vectors in the wide form: a block of 384
+  // threads at 16 elements a thread, compiled for three blocks an SM (56 registers; the bf16
+  // kernel keeps 16 bytes of stack), instead of with_tile_policy's 256 at 24 (two blocks an SM:
+  // 512 threads where this holds 1152). H200 A/B (2026-12-04 15:30Z, kf-bench, one library
+  // choosing the policy by an environment variable, same call, two passes), % of copy, rows of
+  // 5128 / 5632 / 6144, 256 at 24 -> 384 at 16: f16 80.2 / 84.4 / 86.4 -> 89.6 / 90.9 / 86.4,
+  // bf16 78.8 / 82.9 / 85.2 -> 87.9 / 90.1 / 87.3; compiled for two blocks an SM (72-80
+  // registers) it gained at most 1.2. The layer norm lost 3.4 to 5.6 points with it (its
+  // second pass over the row and the affine's bias) and keeps 256 at 24.
+  if constexpr (sizeof(S) == 2 && V == 8) {
+    const int64_t n = p.walk.row_length;
+    if (wide_form && p.kind == Kind::rms && n > 320 * 16 && n <= 384 * 16) {
+      using P = rows::TilePolicy<384, 2, 8, 384>;
+      rows::launch_common_tile_kernel<P, S, CommonCached<P, S, 3>>(p, p.walk.rows, device, stream);
+      return true;
+    }
+  }
   // The layer norm's bf16 rows of 6145..8192 without a residual, where the SMs are
   // rows::tile_issue_lean: a 256-thread block a row at 32 elements a thread with the affine in
   // word pairs (LayerAffinePairs, as for the rows of 2049..4096 in the wide form) instead of
@@ -2088,7 +2105,8 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
   }
   // bf16 rows of 2049..2560 of 16-byte vectors keep the 32-element form (with_tile_policy).
   const bool fill_2560 = !(std::is_same_v<S, math::bfloat16_t> && V == 8);
-  // 16-bit rows of 4097..5120 in the wide form take 320 threads at 16 elements (kFill5120).
+  // 16-bit rows of 4097..5120 in the wide form take 320 threads at 16 elements, f32 rows of
+  // 8193..10240 320 at 32 (kNorm).
   const int64_t length = p.walk.row_length;
   return rows::with_tile_policy<S, V, true>(length, wide_form, fill_2560, [&](auto policy) {
     using P = decltype(policy);

@@ -143,6 +143,9 @@ constexpr int tile_min_blocks() {
   // the softmax's launch_cached): three, at the 64 registers a thread of the 512-thread blocks'
   // two-block build (tile_lean_blocks), where the rule below would leave one.
   if (P::threads == 320 && P::items <= 16) return 3;
+  // 320-thread blocks of 32 elements a thread (16-bit rows of 8193..10240, the norms' f32 ones):
+  // two.
+  if (P::threads == 320 && P::items == 32) return 2;
   if (P::threads > 256) return 1;
   const int per_256 = tile_prefetches<P, S>()                             ? 2
                       : sizeof(math::compute_t<S>) == 4 && P::items <= 16 ? 3
@@ -691,8 +694,9 @@ void launch_common_tile_kernel(const Plan& p, int64_t rows, int32_t device, cuda
 // The longest row with_tile_policy serves (f32, f16 and bf16 rows of 16-byte vectors).
 constexpr int64_t kMaxTileRow = 512 * 32;
 
-// kFill5120: the caller takes 16-bit rows of 4097..5120 in the wide form on 320 threads (below).
-template <class S, int V, bool kFill5120, class Fn>
+// kNorm: the caller is a norm, which takes two policies below that the softmax lost with: 320
+// threads at 16 elements for 16-bit rows of 4097..5120 and at 32 for f32 rows of 8193..10240.
+template <class S, int V, bool kNorm, class Fn>
 bool with_tile_policy(int64_t n, bool wide, bool fill_2560, Fn&& fn) {
   constexpr int kRowBlock = 256;   // block size of the lanes-per-row regime
   constexpr int kChunks = 16 / V;  // 16 elements per thread
@@ -766,7 +770,7 @@ bool with_tile_policy(int64_t n, bool wide, bool fill_2560, Fn&& fn) {
   }
   if (n <= 256 * 16) return fn(TilePolicy<256, 16 / V, V, 256>{}), true;
   // 16-bit rows of 4097..5120 of 16-byte vectors in the wide form where the caller allows it
-  // (kFill5120: the norms): 320 threads at 16 elements, three blocks an SM (tile_min_blocks),
+  // (kNorm: the norms): 320 threads at 16 elements, three blocks an SM (tile_min_blocks),
   // whose 5120 slots a row of 5000 fills to 98 %, where the 256 threads at 24 below (two blocks
   // an SM) fill 81 % and hold 512 threads an SM instead of 960. H200 A/B (2026-12-04 14:12Z,
   // kf-bench, one library choosing the policy by an environment variable, same call, two
@@ -778,7 +782,7 @@ bool with_tile_policy(int64_t n, bool wide, bool fill_2560, Fn&& fn) {
   // f32 softmax takes the policy for rows of 4609..5120 only (softmax/cuda.cuh, launch_cached);
   // the f32 norms' rows of 16..32 KiB are staged, not cached. Rows of 4096 and 6144 (other
   // policies) within 0.5.
-  if constexpr (kFill5120 && sizeof(S) == 2 && V == 8)
+  if constexpr (kNorm && sizeof(S) == 2 && V == 8)
     if (n <= 320 * 16 && wide) return fn(TilePolicy<320, 16 / V, V, 320>{}), true;
   // 16-bit rows of 4097..6144 of 16-byte vectors where the caller allows the wide forms: a block
   // of 256 at 24 elements a thread, where the 512-thread policy below leaves a quarter or more of
@@ -797,6 +801,33 @@ bool with_tile_policy(int64_t n, bool wide, bool fill_2560, Fn&& fn) {
   if constexpr (sizeof(S) == 4 && V == 4)
     if (n <= 256 * 24 && wide) return fn(TilePolicy<256, 6, V, 256>{}), true;
   if (n <= 512 * 16) return fn(TilePolicy<512, 16 / V, V, 512>{}), true;
+  // 16-bit rows of 8193..10240 of 16-byte vectors in the wide form: 320 threads at 32 elements a
+  // thread, two blocks an SM (tile_min_blocks), whose 10240 slots a row of 8200 fills to 80 %,
+  // where the 512 threads at 24 below (one block an SM) fill 67 %. H200 A/B (2026-12-04
+  // 16:37Z-16:44Z, kf-bench, one library choosing the policy by an environment variable, same
+  // call, two passes, best of two), % of copy, rows of 8200 / 9000 / 10000 / 10240, 512 at 24
+  // -> 320 at 32: softmax f16 62.4 / 65.8 / 73.6 / 76.1 -> 85.5 / 86.8 / 86.9 /
+  // 85.0, bf16 60.6 / 64.1 / 71.1 / 73.4 -> 84.4 / 86.3 / 86.5 / 87.3; RMS norm f16 75.6 / 76.5 /
+  // 78.2 / 80.3 -> 87.6 / 87.7 / 87.4 / 88.2, bf16 73.5 / 75.3 / 77.3 / 79.0 -> 87.1 / 87.9 /
+  // 87.8 / 86.8; layer norm + ReLU f16 59.6 / 64.5 / 70.3 / 71.9 -> 77.2 / 80.9 / 83.1 / 86.0,
+  // bf16 52.0 / 56.0 / 61.9 / 64.5 -> 56.0 / 59.7 / 63.3 / 64.9. Rows of 8192 and those with a
+  // residual (other policies) within 0.5. Rows of 10241..12288 keep 512 at 24: 384 threads at 32,
+  // two blocks an SM, lost 2 to 20 points there but in the f16 RMS norm (rows of 10248 / 11000 /
+  // 12288: softmax f16 70.4 / 72.8 / 83.7 -> 59.1 / 60.8 / 64.3, RMS norm bf16 77.7 / 78.3 / 82.1
+  // -> 57.7 / 58.5 / 64.1, f16 78.6 / 79.8 / 84.4 -> 85.9 / 86.0 / 84.8). 640 threads at 16
+  // (rows of 8193..10240) and 768 (10241..12288), one block an SM, gained at most 1.2 anywhere
+  // and lost up to 11 (layer norm f16 rows of 10248 70.7 -> 59.4).
+  if constexpr (sizeof(S) == 2 && V == 8)
+    if (n <= 320 * 32 && wide) return fn(TilePolicy<320, 4, V, 320>{}), true;
+  // The norms' (kNorm) f32 rows of 8193..10240 of 16-byte vectors in the wide form take the same
+  // block (one row staged ahead in shared memory, tile_prefetches_shared). H200 A/B (2026-12-04
+  // 16:52Z, as above, f32, best of two), rows of 8200 / 9000 / 10000 / 10240, 512 at 24 -> 320 at
+  // 32: RMS norm 71.1 / 74.4 / 79.0 / 82.4 -> 79.6 / 81.9 / 80.5 / 84.8, layer norm + ReLU 66.8 /
+  // 71.3 / 76.6 / 80.3 -> 73.2 / 75.6 / 76.3 / 81.4; the softmax lost 5 to 6 points (82.3 / 83.4
+  // / 84.0 / 87.0 -> 77.4 / 77.6 / 77.8 / 81.0) and keeps 512 at 24. Rows of 8192 and those with
+  // a residual within 0.6.
+  if constexpr (kNorm && sizeof(S) == 4 && V == 4)
+    if (n <= 320 * 32 && wide) return fn(TilePolicy<320, 8, V, 320>{}), true;
   // Rows of 8193..12288 of 16-byte vectors: 512 threads at 24 elements a thread, where the
   // 32-element policy below leaves a quarter to a half of its slots past the row's end. H200 A/B
   // (2026-11-29 20:49Z, kf-bench, the library before it against the one with it, same call, two
