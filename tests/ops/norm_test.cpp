@@ -498,6 +498,10 @@ TEST_P(NormTest, RegimeBoundaries) {
   check_rms_norm(500, 10240, false, false, KF_ACTIVATION_SILU, salt += 3);
   check_layer_norm(400, 10248, true, KF_ACTIVATION_GELU, salt += 3);
   check_rms_norm(400, 12288, false, true, KF_ACTIVATION_RELU, salt += 3);
+  // With a residual, rows of 4097..6144.
+  check_rms_norm(700, 4104, true, true, KF_ACTIVATION_NONE, salt += 3);
+  check_rms_norm(700, 5632, true, false, KF_ACTIVATION_RELU, salt += 3);
+  check_rms_norm(600, 6144, true, true, KF_ACTIVATION_SILU, salt += 3);
 }
 
 // Rows that fill 8- or 4-byte vectors but not 16-byte ones (16-bit lengths of 4k + 2 and 8k + 4:

@@ -2043,6 +2043,30 @@ constexpr int residual_lean_max_blocks() {
 template <class S, int V>
 bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
   if (p.walk.rows >= rows::kMaxColdRows) return false;  // row offsets in 32 bits (rows.hpp)
+  // The RMS norm's 16-bit rows of 4097..6144 of 16-byte vectors with a residual, where the SMs
+  // are rows::tile_issue_lean: 320 threads at 16 elements a thread (rows of up to 5120) or 384
+  // (5121..6144), compiled for two blocks an SM, instead of with_tile_policy's 512 at 16 (one
+  // block an SM; a row of 4104 fills half its 8192 slots). H200 A/B (2026-12-04 about 17:20Z,
+  // kf-bench, one library choosing the form by an environment variable, same call, one pass,
+  // every row checked `ok`), % of copy, rows of 4104 / 5120 / 5128 / 6144: f16 74.9 / 79.7 /
+  // 77.8 / 84.3 -> 88.2 / 86.5 / 87.5 / 86.2, bf16 72.7 / 78.9 / 77.1 / 83.0 -> 88.2 / 86.5 /
+  // 87.3 / 86.0. Compiled for three blocks an SM they read 86.1 / 86.3 / 76.0 / 79.1 (f16) and
+  // 85.1 / 85.9 / 77.0 / 78.8 (bf16).
+  if constexpr (sizeof(S) == 2 && V == 8) {
+    const int64_t n = p.walk.row_length;
+    if (p.residual.data && n > 256 * 16 && n <= 384 * 16 && rows::tile_issue_lean(device)) {
+      if (n <= 320 * 16) {
+        using P = rows::TilePolicy<320, 2, 8, 320>;
+        rows::launch_tile_kernel<P, S, cached_kernel<P, S, true, true, 2>>(p, p.walk.rows, device,
+                                                                           stream, false);
+      } else {
+        using P = rows::TilePolicy<384, 2, 8, 384>;
+        rows::launch_tile_kernel<P, S, cached_kernel<P, S, true, true, 2>>(p, p.walk.rows, device,
+                                                                           stream, false);
+      }
+      return true;
+    }
+  }
   // The 32-elements-a-thread form for 16-bit rows of 2049..4096 (rows/tile.cuh), without a
   // residual, where the device's SMs issue few instructions per byte (rows::tile_issue_lean):
   // there its per-row work (the block reductions) weighs on twice the elements; elsewhere the
