@@ -385,10 +385,10 @@ TEST_P(SoftmaxTest, RegimeBoundaries) {
   check({900, 5000}, {}, false, 0.75, false, salt += 2);
   check({900, 4104}, {}, false, 1.0, false, salt += 2);
   // Rows of 8193..12288 of 16-byte vectors over more rows than the resident grid holds blocks.
-  check({600, 8200}, {}, false, 1.0, false, salt += 2);
-  check({500, 10000}, {}, false, 0.5, false, salt += 2);
-  check({400, 10248}, {}, false, 1.0, true, salt += 2);
-  check({400, 12288}, {}, false, 1.0, false, salt += 2);
+  check({300, 8200}, {}, false, 1.0, false, salt += 2);
+  check({300, 10000}, {}, false, 0.5, false, salt += 2);
+  check({300, 10248}, {}, false, 1.0, true, salt += 2);
+  check({300, 12288}, {}, false, 1.0, false, salt += 2);
   check({4, 200, 128}, {}, false, 0.125, true, salt += 2);
 
   for (int64_t length : {32, 1024, 4096}) {

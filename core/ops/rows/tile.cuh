@@ -816,7 +816,8 @@ bool with_tile_policy(int64_t n, bool wide, bool fill_2560, Fn&& fn) {
   // 12288: softmax f16 70.4 / 72.8 / 83.7 -> 59.1 / 60.8 / 64.3, RMS norm bf16 77.7 / 78.3 / 82.1
   // -> 57.7 / 58.5 / 64.1, f16 78.6 / 79.8 / 84.4 -> 85.9 / 86.0 / 84.8). 640 threads at 16
   // (rows of 8193..10240) and 768 (10241..12288), one block an SM, gained at most 1.2 anywhere
-  // and lost up to 11 (layer norm f16 rows of 10248 70.7 -> 59.4).
+  // and lost up to 11 (layer norm f16 rows of 10248 70.7 -> 59.4). ptxas (sm_90): 96 registers;
+  // the softmax's kernels spill nothing, the norms' 4-22 bytes (f16 / bf16 stores).
   if constexpr (sizeof(S) == 2 && V == 8)
     if (n <= 320 * 32 && wide) return fn(TilePolicy<320, 4, V, 320>{}), true;
   // The norms' (kNorm) f32 rows of 8193..10240 of 16-byte vectors in the wide form take the same
@@ -825,7 +826,7 @@ bool with_tile_policy(int64_t n, bool wide, bool fill_2560, Fn&& fn) {
   // 32: RMS norm 71.1 / 74.4 / 79.0 / 82.4 -> 79.6 / 81.9 / 80.5 / 84.8, layer norm + ReLU 66.8 /
   // 71.3 / 76.6 / 80.3 -> 73.2 / 75.6 / 76.3 / 81.4; the softmax lost 5 to 6 points (82.3 / 83.4
   // / 84.0 / 87.0 -> 77.4 / 77.6 / 77.8 / 81.0) and keeps 512 at 24. Rows of 8192 and those with
-  // a residual within 0.6.
+  // a residual within 0.6. ptxas (sm_90): 95-96 registers, 20 bytes of spill stores.
   if constexpr (kNorm && sizeof(S) == 4 && V == 4)
     if (n <= 320 * 32 && wide) return fn(TilePolicy<320, 8, V, 320>{}), true;
   // Rows of 8193..12288 of 16-byte vectors: 512 threads at 24 elements a thread, where the
