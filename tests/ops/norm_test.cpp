@@ -488,17 +488,21 @@ TEST_P(NormTest, RegimeBoundaries) {
   check_rms_norm(900, 5120, false, true, KF_ACTIVATION_SILU, salt += 3);
   check_rms_norm(900, 5000, true, true, KF_ACTIVATION_NONE, salt += 3);
   // And past them, without a residual (rows of 5121..6144: on an H200, the RMS norm takes
-  // 384-thread blocks at 16 elements, the layer norm 256 at 24).
+  // 384-thread blocks at 16 elements, the layer norm 160 at 40 with the next row staged; rows of
+  // 4097..5120 there: the layer norm 128 at 40).
   check_rms_norm(900, 5128, false, true, KF_ACTIVATION_NONE, salt += 3);
   check_rms_norm(700, 6144, false, false, KF_ACTIVATION_RELU, salt += 3);
+  check_layer_norm(500, 5632, true, KF_ACTIVATION_RELU, salt += 3);
   // Rows of 8193..12288 of 16-byte vectors without a residual, over more rows than the resident
-  // grid holds blocks.
+  // grid holds blocks (on an H200, the layer norm's rows of 10241..12288 and bf16 ones of
+  // 8193..10240 take 256 threads at 48 and 40 elements, two blocks an SM).
   check_layer_norm(300, 8200, true, KF_ACTIVATION_RELU, salt += 3);
   check_rms_norm(300, 8200, false, true, KF_ACTIVATION_NONE, salt += 3);
   check_layer_norm(300, 10000, false, KF_ACTIVATION_NONE, salt += 3);
   check_rms_norm(300, 10240, false, false, KF_ACTIVATION_SILU, salt += 3);
   check_layer_norm(300, 10248, true, KF_ACTIVATION_GELU, salt += 3);
   check_rms_norm(300, 12288, false, true, KF_ACTIVATION_RELU, salt += 3);
+  check_layer_norm(300, 11000, true, KF_ACTIVATION_NONE, salt += 3);
   // With a residual, rows of 4097..6144.
   check_rms_norm(300, 4104, true, true, KF_ACTIVATION_NONE, salt += 3);
   check_rms_norm(300, 5632, true, false, KF_ACTIVATION_RELU, salt += 3);

@@ -506,8 +506,9 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
   // paths in the per-row work); the others keep the divisions.
   const T inv_count = T(1) / count;
   const auto mean_of = [&](T total) { return kClamped ? total * inv_count : total / count; };
-  // kShared (rows::tile_prefetches_shared: f32 rows of 32 elements a thread, without a
-  // residual): the next row is staged in shared memory while this one is worked on.
+  // kShared (rows::tile_prefetches_shared: f32 rows of 32 elements a thread and the layer norm's
+  // 16-bit rows of 40 or 48, without a residual): the next row is staged in shared memory while
+  // this one is worked on.
   constexpr bool kShared = rows::tile_prefetches_shared<P, S>() && !kResidual && kStage;
   using Slot = rows::Pack<S, P::vec>;
   const auto stage = [&](int64_t first) {
@@ -1978,7 +1979,8 @@ struct LayerPairs {
 // with both builds, same call, two passes), layer norm bf16, % of copy, element by element ->
 // this build: rows of 4096 77.7 / 77.9 -> 83.9 / 83.8, of 16384 70.0 / 70.1 -> 77.8 / 77.8.
 // Rows of 4097..8192 (16 elements a thread) were not measured and keep the common form, as do
-// devices that are not issue-lean and the RMS norm (no bias; at 86-87 % there).
+// devices that are not issue-lean and the RMS norm (no bias; at 86-87 % there). launch_cached
+// also takes this build for the staged bf16 policies of 40 and 48 elements a thread.
 template <class P, class S>
 constexpr bool layer_takes_affine_pairs() {
   return rows::pairs_widen<P, S>() && P::items == 32 && P::group == P::threads;
@@ -2125,6 +2127,47 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
       rows::launch_common_tile_kernel<P, S, LayerAffinePairs<P, S>>(p, p.walk.rows, device, stream,
                                                                     cached_max_blocks<P, S>());
       return true;
+    }
+  }
+  // The layer norm's 16-bit rows of 16-byte vectors in the wide form at 40 or 48 elements a
+  // thread, the next row staged in shared memory (rows::tile_prefetches_shared: five or six
+  // vectors a thread are more than the registers that hold a row ahead), bf16's weight and bias
+  // widened in word pairs (LayerAffinePairs): rows of 4097..5120 on 128 threads (four blocks an
+  // SM), 5121..6144 on 160 (three), bf16 rows of 8193..10240 on 256 (two), rows of 10241..12288
+  // on 256 at 48 (two). They took 320 threads at 16, 256 at 24, 320 at 32 and 512 at 24
+  // (with_tile_policy), the next row held in registers. ptxas (sm_90): 120-128 registers, no
+  // stack. H200 A/Bs (2026-12-04, kf-bench, one library choosing the form by an environment
+  // variable, same call, two passes, best of two), layer norm + ReLU, % of copy:
+  //  - 19:13Z, bf16 rows of 4104 / 4608 / 5120: 63.3 / 70.1 / 76.8 -> 76.4 / 85.2 / 86.4; of
+  //    5128 / 5632 / 6144: 71.7 / 77.2 / 80.0 -> 74.0 / 82.6 / 85.9 (128 threads at 48 instead:
+  //    74.2 / 82.7 / 80.3). 192 threads at 40 for rows of 6145..7680 moved rows of 6200 / 7168 /
+  //    7680 within 0.3, so those keep 256 at 32 above.
+  //  - 19:22Z, f16: rows of 4104 / 4608 / 5120 69.2 / 76.8 / 83.8 -> 77.3 / 86.5 / 85.3, of 5128
+  //    / 5632 / 6144 76.2 / 80.3 / 82.4 -> 75.6 / 84.5 / 87.1.
+  //  - 19:01Z, rows of 8200 / 9000 / 10000 / 10240 on 256 at 40: bf16 56.1 / 59.7 / 63.2 / 64.7
+  //    -> 71.7 / 77.6 / 84.3 / 86.4; f16 77.2 / 80.6 / 82.8 / 86.0 -> 72.2 / 77.6 / 84.9 / 87.3,
+  //    so f16 keeps 320 at 32. The same 320 at 32 compiled for one block an SM (no spills) read
+  //    bf16 60.8 / 65.8 / 71.6 / 73.0.
+  //  - 19:13Z, rows of 10248 / 11000 / 12288 on 256 at 48: bf16 62.9 / 65.9 / 72.2 -> 71.3 /
+  //    75.5 / 82.3, f16 70.7 / 73.7 / 79.2 -> 71.2 / 75.3 / 83.3. The RMS norm moved within 0.8
+  //    either way and keeps 512 at 24; the softmax lost with it (19:22Z, rows of 12288 f16 84.1
+  //    -> 76.2, bf16 81.6 -> 77.1).
+  if constexpr (sizeof(S) == 2 && V == 8) {
+    const int64_t n = p.walk.row_length;
+    if (wide_form && p.kind == Kind::layer) {
+      const auto staged = [&](auto policy) {
+        using P = decltype(policy);
+        static_assert(rows::tile_prefetches_shared<P, S>(), "the next row staged");
+        using F = std::conditional_t<rows::pairs_widen<P, S>(), LayerAffinePairs<P, S>,
+                                     CommonCached<P, S>>;
+        rows::launch_common_tile_kernel<P, S, F>(p, p.walk.rows, device, stream);
+        return true;
+      };
+      constexpr bool kBf16 = std::is_same_v<S, math::bfloat16_t>;
+      if (n > 4096 && n <= 128 * 40) return staged(rows::TilePolicy<128, 5, 8, 128>{});
+      if (n > 128 * 40 && n <= 6144) return staged(rows::TilePolicy<160, 5, 8, 160>{});
+      if (kBf16 && n > 8192 && n <= 256 * 40) return staged(rows::TilePolicy<256, 5, 8, 256>{});
+      if (n > 256 * 40 && n <= 256 * 48) return staged(rows::TilePolicy<256, 6, 8, 256>{});
     }
   }
   // bf16 rows of 2049..2560 of 16-byte vectors keep the 32-element form (with_tile_policy).

@@ -61,7 +61,9 @@ constexpr bool tile_prefetches() {
 // k * P::threads + t; a thread reads back only the slots it staged, so no barrier is needed.
 // Only for the kernels' common forms: those that hold a second row (a mask, a residual) spilled
 // 80-112 bytes a thread with it (sm_90, nvcc 13), and keep loading in place. A family may stage
-// other policies whose rows tile_can_stage (the softmax's 16-bit rows of 8193..16384).
+// other policies whose rows tile_can_stage (the softmax's 16-bit rows of 8193..16384). 16-bit
+// policies of five or more vectors a thread stage (the layer norm's rows of 40 or 48 elements a
+// thread, norm/cuda.cuh's launch_cached).
 template <class P, class S>
 constexpr bool tile_can_stage() {
   return P::vec * sizeof(S) == 16 && P::items > 16 && P::group == P::threads;
@@ -781,7 +783,8 @@ bool with_tile_policy(int64_t n, bool wide, bool fill_2560, Fn&& fn) {
   // lost 0.5 to 3.6 points at every length but f16 rows of 5120 (+0.4) and keeps 256 at 24; the
   // f32 softmax takes the policy for rows of 4609..5120 only (softmax/cuda.cuh, launch_cached);
   // the f32 norms' rows of 16..32 KiB are staged, not cached. Rows of 4096 and 6144 (other
-  // policies) within 0.5.
+  // policies) within 0.5. (The layer norm's 16-bit rows of 4097..6144 take staged policies of
+  // 40 elements a thread since, norm/cuda.cuh's launch_cached.)
   if constexpr (kNorm && sizeof(S) == 2 && V == 8)
     if (n <= 320 * 16 && wide) return fn(TilePolicy<320, 16 / V, V, 320>{}), true;
   // 16-bit rows of 4097..6144 of 16-byte vectors where the caller allows the wide forms: a block
