@@ -494,8 +494,8 @@ TEST_P(NormTest, RegimeBoundaries) {
   check_rms_norm(700, 6144, false, false, KF_ACTIVATION_RELU, salt += 3);
   check_layer_norm(500, 5632, true, KF_ACTIVATION_RELU, salt += 3);
   // Rows of 8193..12288 of 16-byte vectors without a residual, over more rows than the resident
-  // grid holds blocks (on an H200, the layer norm's rows of 10241..12288 and bf16 ones of
-  // 8193..10240 take 256 threads at 48 and 40 elements, two blocks an SM).
+  // grid holds blocks (on an H200, the layer norm's rows of 8200 and 10248 take 224 threads at 40
+  // and 48 elements, its bf16 rows of 10000 and its rows of 11000 256, two blocks an SM).
   check_layer_norm(300, 8200, true, KF_ACTIVATION_RELU, salt += 3);
   check_rms_norm(300, 8200, false, true, KF_ACTIVATION_NONE, salt += 3);
   check_layer_norm(300, 10000, false, KF_ACTIVATION_NONE, salt += 3);

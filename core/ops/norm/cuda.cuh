@@ -2133,11 +2133,12 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
   // thread, the next row staged in shared memory (rows::tile_prefetches_shared: five or six
   // vectors a thread are more than the registers that hold a row ahead), bf16's weight and bias
   // widened in word pairs (LayerAffinePairs): rows of 4097..5120 on 128 threads (four blocks an
-  // SM), 5121..6144 on 160 (three), bf16 rows of 8193..10240 on 256 (two), rows of 10241..12288
-  // on 256 at 48 (two). They took 320 threads at 16, 256 at 24, 320 at 32 and 512 at 24
-  // (with_tile_policy), the next row held in registers. ptxas (sm_90): 120-128 registers, no
-  // stack. H200 A/Bs (2026-12-04, kf-bench, one library choosing the form by an environment
-  // variable, same call, two passes, best of two), layer norm + ReLU, % of copy:
+  // SM), 5121..6144 on 160 (three), 8193..8960 on 224 (two), bf16 rows of 8961..10240 on 256
+  // (two); at 48, rows of 10241..10752 on 224 and 10753..12288 on 256 (two). They took 320
+  // threads at 16, 256 at 24, 320 at 32 and 512 at 24 (with_tile_policy), the next row held in
+  // registers. ptxas (sm_90): 119-128 registers, no stack. H200 A/Bs (2026-12-04, kf-bench, one
+  // library choosing the form by an environment variable, same call, two passes, best of two),
+  // layer norm + ReLU, % of copy:
   //  - 19:13Z, bf16 rows of 4104 / 4608 / 5120: 63.3 / 70.1 / 76.8 -> 76.4 / 85.2 / 86.4; of
   //    5128 / 5632 / 6144: 71.7 / 77.2 / 80.0 -> 74.0 / 82.6 / 85.9 (128 threads at 48 instead:
   //    74.2 / 82.7 / 80.3). 192 threads at 40 for rows of 6145..7680 moved rows of 6200 / 7168 /
@@ -2152,6 +2153,12 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
   //    75.5 / 82.3, f16 70.7 / 73.7 / 79.2 -> 71.2 / 75.3 / 83.3. The RMS norm moved within 0.8
   //    either way and keeps 512 at 24; the softmax lost with it (19:22Z, rows of 12288 f16 84.1
   //    -> 76.2, bf16 81.6 -> 77.1).
+  //  - 19:58Z, 224 threads (fewer slots past the row's end), rows of 8200 / 8704 / 8960 at 40
+  //    (against 256 at 40 for bf16, 320 at 32 for f16) and of 10248 / 10752 at 48 (against 256):
+  //    bf16 71.3 / 78.6 / 82.7 and 71.3 / 79.7 -> 77.6 / 83.8 / 84.6 and 75.6 / 83.5, f16 77.3 /
+  //    82.8 / 83.4 and 71.5 / 79.8 -> 78.3 / 84.9 / 84.6 and 76.4 / 83.9. 96 threads at 48 for
+  //    rows of 4097..4608 lost 0.3 to 1.9 (rows of 4352 / 4608, bf16 84.0 / 85.2 -> 83.0 /
+  //    84.2) but for f16 rows of 4104 (+0.8), and is not taken.
   if constexpr (sizeof(S) == 2 && V == 8) {
     const int64_t n = p.walk.row_length;
     if (wide_form && p.kind == Kind::layer) {
@@ -2166,8 +2173,10 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
       constexpr bool kBf16 = std::is_same_v<S, math::bfloat16_t>;
       if (n > 4096 && n <= 128 * 40) return staged(rows::TilePolicy<128, 5, 8, 128>{});
       if (n > 128 * 40 && n <= 6144) return staged(rows::TilePolicy<160, 5, 8, 160>{});
-      if (kBf16 && n > 8192 && n <= 256 * 40) return staged(rows::TilePolicy<256, 5, 8, 256>{});
-      if (n > 256 * 40 && n <= 256 * 48) return staged(rows::TilePolicy<256, 6, 8, 256>{});
+      if (n > 8192 && n <= 224 * 40) return staged(rows::TilePolicy<224, 5, 8, 224>{});
+      if (kBf16 && n > 224 * 40 && n <= 256 * 40) return staged(rows::TilePolicy<256, 5, 8, 256>{});
+      if (n > 256 * 40 && n <= 224 * 48) return staged(rows::TilePolicy<224, 6, 8, 224>{});
+      if (n > 224 * 48 && n <= 256 * 48) return staged(rows::TilePolicy<256, 6, 8, 256>{});
     }
   }
   // bf16 rows of 2049..2560 of 16-byte vectors keep the 32-element form (with_tile_policy).
