@@ -495,7 +495,8 @@ TEST_P(NormTest, RegimeBoundaries) {
   check_layer_norm(500, 5632, true, KF_ACTIVATION_RELU, salt += 3);
   // Rows of 8193..12288 of 16-byte vectors without a residual, over more rows than the resident
   // grid holds blocks (on an H200, the layer norm's rows of 8200 and 10248 take 224 threads at 40
-  // and 48 elements, its bf16 rows of 10000 and its rows of 11000 256, two blocks an SM).
+  // and 48 elements, its bf16 rows of 10000 and its rows of 11000 256, two blocks an SM; the RMS
+  // norm's rows of 10496 224 threads at 48).
   check_layer_norm(300, 8200, true, KF_ACTIVATION_RELU, salt += 3);
   check_rms_norm(300, 8200, false, true, KF_ACTIVATION_NONE, salt += 3);
   check_layer_norm(300, 10000, false, KF_ACTIVATION_NONE, salt += 3);
@@ -503,6 +504,7 @@ TEST_P(NormTest, RegimeBoundaries) {
   check_layer_norm(300, 10248, true, KF_ACTIVATION_GELU, salt += 3);
   check_rms_norm(300, 12288, false, true, KF_ACTIVATION_RELU, salt += 3);
   check_layer_norm(300, 11000, true, KF_ACTIVATION_NONE, salt += 3);
+  check_rms_norm(300, 10496, false, true, KF_ACTIVATION_RELU, salt += 3);
   // With a residual, rows of 4097..6144.
   check_rms_norm(300, 4104, true, true, KF_ACTIVATION_NONE, salt += 3);
   check_rms_norm(300, 5632, true, false, KF_ACTIVATION_RELU, salt += 3);
