@@ -2110,24 +2110,6 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
       return true;
     }
   }
-  // The RMS norm's 16-bit rows of 10241..10752 of 16-byte vectors in the wide form: 224 threads
-  // at 48 elements a thread, two blocks an SM, the next row staged in shared memory
-  // (rows::tile_prefetches_shared), as the layer norm's rows of that length below, instead of
-  // with_tile_policy's 512 at 24 (one block an SM; 128 registers, no stack, the bf16 kernel
-  // 127). H200 A/B (2026-12-04 21:04Z-21:07Z, kf-bench `--filter rms_norm`, one library choosing
-  // the policy by an environment variable, same call, two passes, every row checked `ok`), % of
-  // copy, best of two, rows of 10248 / 10752, 512 at 24 -> 224 at 48: f16 78.2 / 80.7 -> 82.7 /
-  // 86.6, bf16 77.2 / 79.4 -> 82.1 / 85.5; the rows with a residual (other policies) within 0.6.
-  // (256 at 48 for rows of 10241..12288 had moved it within 0.8.)
-  if constexpr (sizeof(S) == 2 && V == 8) {
-    const int64_t n = p.walk.row_length;
-    if (wide_form && p.kind == Kind::rms && n > 256 * 40 && n <= 224 * 48) {
-      using P = rows::TilePolicy<224, 6, 8, 224>;
-      static_assert(rows::tile_prefetches_shared<P, S>(), "the next row staged");
-      rows::launch_common_tile_kernel<P, S, CommonCached<P, S>>(p, p.walk.rows, device, stream);
-      return true;
-    }
-  }
   // The layer norm's bf16 rows of 6145..8192 without a residual, where the SMs are
   // rows::tile_issue_lean: a 256-thread block a row at 32 elements a thread with the affine in
   // word pairs (LayerAffinePairs, as for the rows of 2049..4096 in the wide form) instead of
@@ -2177,25 +2159,40 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
   //    82.8 / 83.4 and 71.5 / 79.8 -> 78.3 / 84.9 / 84.6 and 76.4 / 83.9. 96 threads at 48 for
   //    rows of 4097..4608 lost 0.3 to 1.9 (rows of 4352 / 4608, bf16 84.0 / 85.2 -> 83.0 /
   //    84.2) but for f16 rows of 4104 (+0.8), and is not taken.
+  //
+  // The RMS norm's 16-bit rows of 10241..10752 take the same staged 224 threads at 48 (the common
+  // build), instead of with_tile_policy's 512 at 24 (one block an SM); cuobjdump on the GPU: 128
+  // registers (bf16 127), no stack. H200 A/B (2026-12-04 21:04Z-21:07Z, kf-bench `--filter
+  // rms_norm`, one library choosing the policy by an environment variable, same call, two passes,
+  // every row checked `ok`), % of copy, best of two, rows of 10248 / 10752, 512 at 24 -> 224 at
+  // 48: f16 78.2 / 80.7 -> 82.7 / 86.6, bf16 77.2 / 79.4 -> 82.1 / 85.5; the rows with a residual
+  // (other policies) within 0.6. (256 at 48 for its rows of 10241..12288 had moved them within
+  // 0.8.)
   if constexpr (sizeof(S) == 2 && V == 8) {
     const int64_t n = p.walk.row_length;
+    // Launches `policy` with the next row staged: the layer norm's build (bf16: the affine in
+    // word pairs, LayerAffinePairs) where `layer` is std::true_type, else the common one.
+    const auto staged = [&](auto policy, auto layer) {
+      using P = decltype(policy);
+      static_assert(rows::tile_prefetches_shared<P, S>(), "the next row staged");
+      using F = std::conditional_t<decltype(layer)::value && rows::pairs_widen<P, S>(),
+                                   LayerAffinePairs<P, S>, CommonCached<P, S>>;
+      rows::launch_common_tile_kernel<P, S, F>(p, p.walk.rows, device, stream);
+      return true;
+    };
     if (wide_form && p.kind == Kind::layer) {
-      const auto staged = [&](auto policy) {
-        using P = decltype(policy);
-        static_assert(rows::tile_prefetches_shared<P, S>(), "the next row staged");
-        using F = std::conditional_t<rows::pairs_widen<P, S>(), LayerAffinePairs<P, S>,
-                                     CommonCached<P, S>>;
-        rows::launch_common_tile_kernel<P, S, F>(p, p.walk.rows, device, stream);
-        return true;
-      };
+      constexpr std::true_type kLayer;
       constexpr bool kBf16 = std::is_same_v<S, math::bfloat16_t>;
-      if (n > 4096 && n <= 128 * 40) return staged(rows::TilePolicy<128, 5, 8, 128>{});
-      if (n > 128 * 40 && n <= 6144) return staged(rows::TilePolicy<160, 5, 8, 160>{});
-      if (n > 8192 && n <= 224 * 40) return staged(rows::TilePolicy<224, 5, 8, 224>{});
-      if (kBf16 && n > 224 * 40 && n <= 256 * 40) return staged(rows::TilePolicy<256, 5, 8, 256>{});
-      if (n > 256 * 40 && n <= 224 * 48) return staged(rows::TilePolicy<224, 6, 8, 224>{});
-      if (n > 224 * 48 && n <= 256 * 48) return staged(rows::TilePolicy<256, 6, 8, 256>{});
+      if (n > 4096 && n <= 128 * 40) return staged(rows::TilePolicy<128, 5, 8, 128>{}, kLayer);
+      if (n > 128 * 40 && n <= 6144) return staged(rows::TilePolicy<160, 5, 8, 160>{}, kLayer);
+      if (n > 8192 && n <= 224 * 40) return staged(rows::TilePolicy<224, 5, 8, 224>{}, kLayer);
+      if (kBf16 && n > 224 * 40 && n <= 256 * 40)
+        return staged(rows::TilePolicy<256, 5, 8, 256>{}, kLayer);
+      if (n > 256 * 40 && n <= 224 * 48) return staged(rows::TilePolicy<224, 6, 8, 224>{}, kLayer);
+      if (n > 224 * 48 && n <= 256 * 48) return staged(rows::TilePolicy<256, 6, 8, 256>{}, kLayer);
     }
+    if (wide_form && p.kind == Kind::rms && n > 256 * 40 && n <= 224 * 48)
+      return staged(rows::TilePolicy<224, 6, 8, 224>{}, std::false_type{});
   }
   // bf16 rows of 2049..2560 of 16-byte vectors keep the 32-element form (with_tile_policy).
   const bool fill_2560 = !(std::is_same_v<S, math::bfloat16_t> && V == 8);
