@@ -69,10 +69,10 @@ __device__ __forceinline__ Coefficients<T> train_channel(const Plan& p, int64_t 
 // Whether a channel's shift (its first element) lies more than four deviations from its mean, by
 // its shifted sums: the variance, sum_d2 / n - center^2, then cancels with a relative error of
 // about (1 + (center * rstd)^2) of the sums' rounding (as the norms' streaming kernels found:
-// shift_far_from_mean in norm/cuda.cuh), so the kernels sum the channel again about the mean.
-// center^2 > 16 (variance + eps), multiplied out by n^2, so that no division or square root (and
-// their registers) joins the kernels. The sums are the same bits in every thread that holds them
-// (block and cluster reductions), so a channel's block or cluster takes one branch.
+// shift_far_from_mean in norm/cuda_streaming.cuh), so the kernels sum the channel again about the
+// mean. center^2 > 16 (variance + eps), multiplied out by n^2, so that no division or square root
+// (and their registers) joins the kernels. The sums are the same bits in every thread that holds
+// them (block and cluster reductions), so a channel's block or cluster takes one branch.
 template <class T>
 __device__ __forceinline__ bool shift_far_from_mean(const Plan& p, T sum_d, T sum_d2) {
   const T n = static_cast<T>(p.count);

@@ -31,16 +31,17 @@ namespace kf::rows {
 // Words a lane of the reading warp holds: up to 32 * kLanesWords blocks a group.
 inline constexpr int kLanesWords = 4;
 
-// The grid-group kernels' shape (norm/cuda.cuh, softmax/cuda.cuh): 512-thread blocks, two an SM,
-// each owning `vectors` 16-byte vectors a thread of every row of its group (32 KiB a block a row),
-// with a ring of `slots` shared-memory slots, `ahead` rows staged ahead of the one being reduced.
+// The grid-group kernels' shape (norm/cuda_grid.cuh, softmax/cuda.cuh): 512-thread blocks, two an
+// SM, each owning `vectors` 16-byte vectors a thread of every row of its group (32 KiB a block a
+// row), with a ring of `slots` shared-memory slots, `ahead` rows staged ahead of the one being
+// reduced.
 struct GridPolicy {
   static constexpr int threads = 512;
   static constexpr int vectors = 4;  // 16-byte vectors a thread a row
   static constexpr int ahead = 2;    // rows staged ahead of the one being reduced
   static constexpr int slots = 3;    // ahead + the row being written
   // Two shares. The norms take rows from here where their cached kernel does not hold them
-  // (norm/cuda.cuh, launch_staged), the softmax only rows its clusters do not hold.
+  // (norm/cuda_staged.cuh, launch_staged), the softmax only rows its clusters do not hold.
   static constexpr int64_t min_row_bytes = 64 * 1024;
   static constexpr int64_t share_bytes = int64_t{vectors} * threads * 16;  // a block's, a row
   static constexpr size_t smem = size_t{slots} * vectors * threads * 16;   // 96 KiB

@@ -49,8 +49,8 @@ namespace kf::softmax {
 namespace {
 
 // The streaming kernel's block, and the columns each thread loads before it works on any of them
-// (as the norms' streaming kernel, norm/cuda.cuh): for dense rows 32 bytes of f32 and f64 data
-// and 32 of 16-bit data (no spills at 64 registers, sm_90, nvcc 13); for strided rows four
+// (as the norms' streaming kernel, norm/cuda_streaming.cuh): for dense rows 32 bytes of f32 and f64
+// data and 32 of 16-bit data (no spills at 64 registers, sm_90, nvcc 13); for strided rows four
 // columns, two of f64 (four spilled 80 bytes a thread).
 template <class S, bool kDense>
 struct StreamPolicy {
@@ -990,7 +990,7 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
 
 // ---- grid-group rows (rows::GridGroups): softmax rows past the clusters, without a mask -------
 //
-// The norms' grid-group form (norm/cuda.cuh, grid_rms_kernel) for the softmax and log-softmax
+// The norms' grid-group form (norm/cuda_grid.cuh, grid_norm_kernel) for the softmax and log-softmax
 // without a mask or the causal rule: each row over a group of 512-thread blocks of a cooperative
 // grid, two an SM, each block owning GridPolicy::vectors * threads 16-byte vectors of every row
 // of its group. A block stages row i + 2 into a ring of three shared-memory slots, publishes row
@@ -1198,8 +1198,8 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
 }
 
 // grid_softmax_kernel for rows without a mask or the causal rule, on the terms of the norms'
-// grid-group rows (norm/cuda.cuh, launch_grid_rows; up to 32 * rows::kLanesWords blocks a row).
-// False where it does not take them.
+// grid-group rows (norm/cuda_grid.cuh, launch_grid_rows; up to 32 * rows::kLanesWords blocks a
+// row). False where it does not take them.
 template <class S>
 bool launch_grid_rows(const Plan& p, int32_t device, cudaStream_t stream) {
   using G = GridPolicy;
