@@ -1153,6 +1153,13 @@ TEST_F(NormErrors, LayerNorm) {
   KF_EXPECT_ERR(ln(x_view, nullptr, nullptr, out_view, nullptr, nullptr, 1, 1e-5, none),
                 KF_ERROR_INVALID_ARGUMENT);
   KF_EXPECT_ERR(ln(x, w, b, out, mean, mean, 1, 1e-5, none), KF_ERROR_INVALID_ARGUMENT);
+  // One tensor as x and as the weight: out may be x's view, but it is the weight's too.
+  Tensor sq = tensor({6, 6}), sq_out = tensor({6, 6});
+  KF_EXPECT_ERR(ln(sq, sq, nullptr, sq, nullptr, nullptr, 2, 1e-5, none),
+                KF_ERROR_INVALID_ARGUMENT);
+  KF_EXPECT_ERR(ln(sq, nullptr, sq, sq, nullptr, nullptr, 2, 1e-5, none),
+                KF_ERROR_INVALID_ARGUMENT);
+  KF_ASSERT_OK(ln(sq, sq, nullptr, sq_out, nullptr, nullptr, 2, 1e-5, none));
   KF_EXPECT_ERR(ln(nullptr, w, b, out, mean, rstd, 1, 1e-5, none), KF_ERROR_INVALID_HANDLE);
   KF_EXPECT_ERR(ln(x, w, b, nullptr, mean, rstd, 1, 1e-5, none), KF_ERROR_INVALID_HANDLE);
   for (double v : kf_test::download(out)) EXPECT_TRUE(std::isnan(v)) << "a failing call wrote out";
@@ -1177,6 +1184,16 @@ TEST_F(NormErrors, RmsNorm) {
                 KF_ERROR_INVALID_ARGUMENT);
   KF_EXPECT_ERR(rms(x, nullptr, w, out, r_out, 1e-6, none), KF_ERROR_INVALID_ARGUMENT);
   KF_EXPECT_ERR(rms(x, r, w, out, out, 1e-6, none), KF_ERROR_INVALID_ARGUMENT);
+  // out and residual_out may each be x or the residual, never each other, even where they are
+  // the view of the same one (h = x + residual would be lost).
+  kf_test::poison(x);
+  KF_EXPECT_ERR(rms(x, r, w, x, x, 1e-6, none), KF_ERROR_INVALID_ARGUMENT);
+  KF_EXPECT_ERR(rms(x, r, w, r, r, 1e-6, none), KF_ERROR_INVALID_ARGUMENT);
+  KF_EXPECT_ERR(rms(x, x, w, x, x, 1e-6, none), KF_ERROR_INVALID_ARGUMENT);
+  for (double v : kf_test::download(x)) EXPECT_TRUE(std::isnan(v)) << "a failing call wrote x";
+  // x as its own residual, and out and residual_out on x and on the residual, are in-place forms.
+  KF_ASSERT_OK(rms(x, x, w, x, nullptr, 1e-6, none));
+  KF_ASSERT_OK(rms(x, r, w, x, r, 1e-6, none));
   Tensor r_bad = tensor({4, 5}), w_bad = tensor({4, 6}), w_f64 = tensor({6}, KF_DTYPE_FLOAT64);
   KF_EXPECT_ERR(rms(x, r_bad, w, out, nullptr, 1e-6, none), KF_ERROR_SHAPE_MISMATCH);
   KF_EXPECT_ERR(rms(x, r, w_bad, out, nullptr, 1e-6, none), KF_ERROR_SHAPE_MISMATCH);

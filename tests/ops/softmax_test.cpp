@@ -647,7 +647,7 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, SoftmaxTest, row_test::float_dtypes(),
 class SoftmaxErrors : public row_test::DeviceTest {};
 
 TEST_F(SoftmaxErrors, EveryPath) {
-  Tensor x = tensor({4, 6}), out = tensor({4, 6}), mask = tensor({6});
+  Tensor x = tensor({4, 6}), out = tensor({4, 6}), mask = tensor({6}), out_other = tensor({4, 6});
   kf_test::poison(out);
   for (auto fn : {kf_fused_softmax, kf_log_softmax}) {
     KF_EXPECT_ERR(fn(ctx(), x, mask, out, NAN, 0, nullptr), KF_ERROR_INVALID_ARGUMENT);
@@ -667,6 +667,9 @@ TEST_F(SoftmaxErrors, EveryPath) {
     KF_EXPECT_ERR(fn(ctx(), xv, nullptr, ov, 1.0, 0, nullptr), KF_ERROR_INVALID_ARGUMENT);
     Tensor m2 = tensor({4, 6});
     KF_EXPECT_ERR(fn(ctx(), x, m2, m2, 1.0, 0, nullptr), KF_ERROR_INVALID_ARGUMENT);
+    // One tensor as x and as the mask: out may be x's view, never the mask's.
+    KF_EXPECT_ERR(fn(ctx(), m2, m2, m2, 1.0, 0, nullptr), KF_ERROR_INVALID_ARGUMENT);
+    KF_ASSERT_OK(fn(ctx(), m2, m2, out_other, 1.0, 0, nullptr));
     Tensor scalar = tensor({});
     KF_EXPECT_ERR(fn(ctx(), scalar, nullptr, scalar, 1.0, 0, nullptr), KF_ERROR_INVALID_ARGUMENT);
     KF_EXPECT_ERR(fn(nullptr, x, mask, out, 1.0, 0, nullptr), KF_ERROR_INVALID_HANDLE);

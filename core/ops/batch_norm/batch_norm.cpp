@@ -112,12 +112,12 @@ void batch_norm(kf_context_t* ctx_handle, const kf_tensor_t* x_handle,
                              {running_var, "running_var"}};
   rows::require_aligned(all, 6);
   // out may be x exactly; written running statistics overlap nothing.
-  rows::require_disjoint(all[3], all, 3, all, 1);
+  rows::require_disjoint(all[3], all, 3, 1);
   if (training) {
-    rows::require_disjoint(all[4], all, 4, nullptr, 0);
-    rows::require_disjoint(all[5], all, 5, nullptr, 0);
+    rows::require_disjoint(all[4], all, 4, 0);
+    rows::require_disjoint(all[5], all, 5, 0);
   } else {
-    rows::require_disjoint(all[3], all + 4, 2, nullptr, 0);
+    rows::require_disjoint(all[3], all + 4, 2, 0);
   }
 
   Plan p;

@@ -100,9 +100,9 @@ void layer_norm(kf_context_t* ctx_handle, const kf_tensor_t* x_handle,
   const Named all[] = {inputs[0],    inputs[1],          inputs[2],
                        {out, "out"}, {mean, "mean_out"}, {rstd, "rstd_out"}};
   rows::require_aligned(all, 6);
-  rows::require_disjoint(all[3], all, 3, all, 1);  // out may be x exactly
-  rows::require_disjoint(all[4], all, 4, nullptr, 0);
-  rows::require_disjoint(all[5], all, 5, nullptr, 0);
+  rows::require_disjoint(all[3], all, 3, 1);  // out may be x exactly
+  rows::require_disjoint(all[4], all, 4, 0);
+  rows::require_disjoint(all[5], all, 5, 0);
   if (xd.ndim > split) {
     bool empty_rows = false;
     for (int32_t d = split; d < xd.ndim; ++d) empty_rows = empty_rows || xd.shape[d] == 0;
@@ -181,8 +181,8 @@ void rms_norm(kf_context_t* ctx_handle, const kf_tensor_t* x_handle,
   if (residual_out)
     rows::require_shape(residual_out, "residual_out", xd, "x", 0, xd.ndim, "the shape");
   rows::require_aligned(all, 5);
-  rows::require_disjoint(all[3], all, 3, all, 2);  // out may be x or residual exactly
-  rows::require_disjoint(all[4], all, 4, all, 2);  // residual_out likewise, never out
+  rows::require_disjoint(all[3], all, 3, 2);  // out may be x or residual exactly
+  rows::require_disjoint(all[4], all, 4, 2);  // residual_out likewise, never out
 
   Plan p;
   p.kind = Kind::rms;

@@ -98,15 +98,12 @@ void require_aligned(const Named* tensors, int32_t count) {
   }
 }
 
-void require_disjoint(const Named& out, const Named* others, int32_t count, const Named* exact_ok,
-                      int32_t exact_count) {
+void require_disjoint(const Named& out, const Named* others, int32_t count, int32_t exact_first) {
   if (!out.tensor) return;
   for (int32_t i = 0; i < count; ++i) {
     const kf_tensor_t* t = others[i].tensor;
     if (!t || !may_overlap(out.tensor, t)) continue;
-    bool exact_allowed = false;
-    for (int32_t k = 0; k < exact_count; ++k)
-      exact_allowed = exact_allowed || exact_ok[k].tensor == t;
+    const bool exact_allowed = i < exact_first;
     KF_REQUIRE_ARG(!exact_allowed || same_view(out.tensor, t),
                    "tensor %s partially overlaps input %s; only the exact in-place form (%s is %s) "
                    "is allowed",

@@ -165,9 +165,10 @@ void require_shape(const kf_tensor_t* t, const char* name, const kf_tensor_desc_
                    const char* x_name, int32_t first, int32_t count, const char* what);
 // Each tensor's data is aligned to its element size.
 void require_aligned(const Named* tensors, int32_t count);
-// `out` overlaps none of `others`, except that it may be exactly (same view) one of `exact_ok`.
-void require_disjoint(const Named& out, const Named* others, int32_t count, const Named* exact_ok,
-                      int32_t exact_count);
+// `out` overlaps none of `others`, except that it may be exactly (same view) one of the first
+// `exact_first` of them. Roles, not handles, decide: where one tensor is passed as two operands
+// (x and the mask, say), out may be x's view only if it overlaps no operand past those first ones.
+void require_disjoint(const Named& out, const Named* others, int32_t count, int32_t exact_first);
 
 // Makes the context's device current and orders every present tensor after its allocation on s.
 void prepare(kf_context_t* ctx, kf_stream_t* s, const Named* tensors, int32_t count);

@@ -50,7 +50,7 @@ void run(bool log, kf_context_t* ctx_handle, const kf_tensor_t* x_handle,
   rows::require_shape(out, "out", xd, "x", 0, xd.ndim, "the shape");
   const Named all[] = {{x, "x"}, {mask, "mask"}, {out, "out"}};
   rows::require_aligned(all, 3);
-  rows::require_disjoint(all[2], all, 2, all, 1);  // out may be x exactly
+  rows::require_disjoint(all[2], all, 2, 1);  // out may be x exactly
 
   Plan p;
   p.dtype = xd.dtype;
