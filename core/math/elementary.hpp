@@ -85,13 +85,16 @@ struct IeeeDivide {
 KF_HOST_DEVICE float erf(float x) { return erf_rational(x, IeeeDivide{}); }
 
 // tanh(x) = x P(x^2) / Q(x^2) on [-7.9053, 7.9053] (the rational approximation XLA, Eigen and
-// MLAS use for float); beyond, tanh rounds to +-1 in float. One division and no exp: half the
-// cost of 1 - 2 / (e^2x + 1), and odd, so small x keeps its relative accuracy. NaN propagates.
+// MLAS use for float), +-1 beyond. One division and no exp: half the cost of 1 - 2 / (e^2x + 1),
+// and odd, so small x keeps its relative accuracy. NaN propagates.
+// The form ends at 1 - 3e-7 (tanh(7.9053) = 1 - 2.7e-7; tanh rounds to 1 in float from 9.01), so
+// past the edge it is replaced by +-1 rather than held there: held, 1 + tanh(u) in GELU's tanh
+// form stayed at 3e-7 for every u below -7.9, and GELU of -1e30 came out -1.6e23, not -0.
 template <class Divide>
 KF_HOST_DEVICE float tanh_rational(float x, Divide divide) {
-  x = select(x > 7.90531110763549805f, 7.90531110763549805f, x);
-  x = select(x < -7.90531110763549805f, -7.90531110763549805f, x);
-  const float x2 = x * x;
+  constexpr float kEdge = 7.90531110763549805f;
+  const float c = select(x > kEdge, kEdge, select(x < -kEdge, -kEdge, x));
+  const float x2 = c * c;
   float p = -2.76076847742355e-16f;
   p = p * x2 + 2.00018790482477e-13f;
   p = p * x2 + -8.60467152213735e-11f;
@@ -103,7 +106,8 @@ KF_HOST_DEVICE float tanh_rational(float x, Divide divide) {
   q = q * x2 + 1.18534705686654e-04f;
   q = q * x2 + 2.26843463243900e-03f;
   q = q * x2 + 4.89352518554385e-03f;
-  return x * divide(p, q);  // p / q first: x * p would underflow for subnormal x
+  const float t = c * divide(p, q);  // p / q first: c * p would underflow for subnormal c
+  return select(x > kEdge, 1.0f, select(x < -kEdge, -1.0f, t));
 }
 
 KF_HOST_DEVICE float tanh(float x) { return tanh_rational(x, IeeeDivide{}); }

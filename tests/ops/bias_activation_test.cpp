@@ -85,6 +85,48 @@ TEST_P(BiasActivationNumeric, OddSizes) {
   }
 }
 
+// Saturated inputs, where each activation tends to 0, to x or to +-1: GELU's and SiLU's tails
+// must come out at (nearly) 0 however large |x| is, not at a small multiple of x, and tanh at
+// exactly +-1 where it rounds there. Before 2026-12-04 the float tanh stopped at 1 - 3e-7, so
+// GELU's tanh form of -1e30 came out -1.6e23 and of -10 -1.6e-6 (within the relative check
+// above, which allows 1e-5 of max(1, |want|)).
+TEST_P(BiasActivationNumeric, SaturatedTails) {
+  std::vector<double> values = {-60000, -1000, -100, -10, -9.5, 9.5, 10, 100, 1000, 60000};
+  if (dtype() != KF_DTYPE_FLOAT16) {
+    values.push_back(-1e30);
+    values.push_back(1e30);
+  }
+  const int64_t hidden = static_cast<int64_t>(values.size());
+  const std::string what = label("saturated inputs", 0);
+  SCOPED_TRACE(what);
+  Tensor x = kf_test::make_tensor(ctx(), dtype(), {3, hidden});
+  Tensor bias = kf_test::make_tensor(ctx(), dtype(), {hidden});
+  Tensor out = kf_test::make_tensor(ctx(), dtype(), {3, hidden});
+  std::vector<double> xv;
+  for (int r = 0; r < 3; ++r) xv.insert(xv.end(), values.begin(), values.end());
+  xv = kf_test::round_to_dtype(xv, dtype());
+  const std::vector<double> bv(values.size(), 0.5);
+  kf_test::upload(x, xv);
+  kf_test::upload(bias, bv);
+  kf_test::poison(out);
+  KF_ASSERT_OK(kf_fused_bias_activation(ctx(), x, bias, out, act(), nullptr));
+  const std::vector<double> got = kf_test::download(out);
+  // The sum x + bias as the library forms it: in the dtype's compute type (f32 for 16-bit data).
+  std::vector<double> sums(xv.size());
+  for (size_t i = 0; i < xv.size(); ++i) {
+    const double sum = xv[i] + bv[i % bv.size()];
+    sums[i] = dtype() == KF_DTYPE_FLOAT64 ? sum : static_cast<double>(static_cast<float>(sum));
+  }
+  const std::vector<double> want = reference(act(), sums, {0.0});
+  const double tol = kf_test::tolerance(dtype());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_LE(std::fabs(got[i] - want[i]), tol * std::fabs(want[i]) + 1e-20)
+        << "act(" << sums[i] << ") = " << got[i] << ", want " << want[i];
+    if (act() == KF_ACTIVATION_TANH && dtype() != KF_DTYPE_FLOAT64)
+      EXPECT_EQ(got[i], sums[i] > 0 ? 1.0 : -1.0) << "tanh(" << sums[i] << ")";
+  }
+}
+
 TEST_P(BiasActivationNumeric, StridedViews) {
   struct View {
     Shape base_shape, shape, strides;
