@@ -58,7 +58,9 @@ std::vector<double> reference(const std::vector<double>& x, const Shape& shape,
                               const std::vector<bool>& reduced, kf_reduce_op_t op) {
   int64_t outputs = 1, count = 1;
   for (size_t d = 0; d < shape.size(); ++d) (reduced[d] ? count : outputs) *= shape[d];
-  std::vector<double> sum(static_cast<size_t>(outputs), 0.0), squares = sum, abs = sum;
+  // Sums in long double: summed one after another in double, a million values of 0.1 came out
+  // 1.5e-11 off, past f64's tolerance, while the library's blocked sums were within 3e-15.
+  std::vector<long double> sum(static_cast<size_t>(outputs), 0.0L), squares = sum, abs = sum;
   std::vector<double> max(sum.size(), -INFINITY), min(sum.size(), INFINITY);
   for (size_t i = 0; i < x.size(); ++i) {
     int64_t rest = static_cast<int64_t>(i), o = 0, scale = 1;
@@ -72,22 +74,22 @@ std::vector<double> reference(const std::vector<double>& x, const Shape& shape,
     }
     const double v = x[i];
     sum[o] += v;
-    squares[o] += v * v;
+    squares[o] += static_cast<long double>(v) * v;
     abs[o] += std::fabs(v);
     max[o] = std::fmax(max[o], v);
     min[o] = std::fmin(min[o], v);
   }
   std::vector<double> out(sum.size());
-  const double n = static_cast<double>(count);
+  const long double n = static_cast<long double>(count);
   for (size_t o = 0; o < out.size(); ++o) {
     switch (op) {
-      case KF_REDUCE_SUM: out[o] = sum[o]; break;
-      case KF_REDUCE_MEAN: out[o] = sum[o] / n; break;
+      case KF_REDUCE_SUM: out[o] = static_cast<double>(sum[o]); break;
+      case KF_REDUCE_MEAN: out[o] = static_cast<double>(sum[o] / n); break;
       case KF_REDUCE_MAX: out[o] = max[o]; break;
       case KF_REDUCE_MIN: out[o] = min[o]; break;
-      case KF_REDUCE_SUM_SQUARES: out[o] = squares[o]; break;
-      case KF_REDUCE_MEAN_ABS: out[o] = abs[o] / n; break;
-      case KF_REDUCE_L2_NORM: out[o] = std::sqrt(squares[o]); break;
+      case KF_REDUCE_SUM_SQUARES: out[o] = static_cast<double>(squares[o]); break;
+      case KF_REDUCE_MEAN_ABS: out[o] = static_cast<double>(abs[o] / n); break;
+      case KF_REDUCE_L2_NORM: out[o] = static_cast<double>(std::sqrt(squares[o])); break;
     }
   }
   return out;
@@ -283,6 +285,16 @@ TEST_P(ReduceTest, LargeReductions) {
   Tensor y = random(tall, 777, &yv, -1.0, 3.0);
   check(y, tall, yv, {0}, KF_REDUCE_SUM, 1, "tall");
   check(y, tall, yv, {0}, KF_REDUCE_MEAN, 0, "tall");
+  // One value down tall columns: summed one block of rows after another into one total, each
+  // addition's rounding leans the same way and the error grows with the rows (the CPU's f32
+  // means over 2^20 rows were 1.5e-4 off before its blocks were grouped).
+  const std::vector<double> tenths =
+      kf_test::round_to_dtype(std::vector<double>(size_t{3} << 20, 0.1), dtype());
+  Tensor c = tensor(tall);
+  kf_test::upload(c, tenths);
+  for (kf_reduce_op_t op :
+       {KF_REDUCE_SUM, KF_REDUCE_MEAN, KF_REDUCE_SUM_SQUARES, KF_REDUCE_L2_NORM})
+    check(c, tall, tenths, {0}, op, 0, "constant tall");
   // A few narrow column tiles over many rows: on sm_90 each tile's rows are split over a cluster
   // of blocks, each over a part of the rows that is not a whole number of loop steps.
   for (const Shape& split : {Shape{5000, 96}, Shape{6001, 96}}) {

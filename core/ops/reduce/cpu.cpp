@@ -1,7 +1,8 @@
 // CPU backend of the reductions. Every result is summed in a fixed grouping that does not depend on
 // the thread count, so results are deterministic:
 //  - columns layout: tasks take a tile of adjacent columns of one outer index and walk every
-//    reduced row, accumulating the tile in blocks of rows (vectorisable across the columns);
+//    reduced row, accumulating the tile in blocks of rows, the blocks in groups (vectorisable
+//    across the columns);
 //  - rows and strided layouts: each output's reduced walk is cut into fixed chunks; a chunk is
 //    reduced run by run (contiguous runs in 8 lanes, blocks of 128 elements folded into lane
 //    totals), and when an output has several chunks their partials are combined in order.
@@ -24,7 +25,11 @@ constexpr int kLanes = 8;
 constexpr int64_t kLaneBlock = 128;           // elements per lane block before folding into totals
 constexpr int64_t kChunk = int64_t{1} << 15;  // reduced elements per task
 constexpr int64_t kTile = 256;                // columns per task (columns layout)
-constexpr int64_t kRowBlock = 64;             // rows accumulated before folding (columns layout)
+// Columns layout: rows accumulated in blocks of kRowBlock, the blocks in groups of kRowBlock, the
+// groups into the total: a column of up to 2^24 rows adds no more than 4096 terms one after
+// another (with the blocks folded straight into the total, f32 means of 0.1 over 2^23 rows of 2
+// columns came out 1e-3 off).
+constexpr int64_t kRowBlock = 64;
 
 template <class R, class S>
 C<S> load(const S* p) {
@@ -145,17 +150,22 @@ void run_columns(const Plan& p, ThreadPool& threads) {
   const int64_t grain =
       std::max<int64_t>(1, kChunk / (std::min(kTile, p.inner) * std::max<int64_t>(1, p.reduced)));
   threads.parallel_for(p.outer * tiles, grain, [&](int64_t begin, int64_t end) {
-    T total[kTile], part[kTile];
+    T total[kTile], group[kTile], part[kTile];
     for (int64_t t = begin; t < end; ++t) {
       const int64_t o = t / tiles, c0 = (t - o * tiles) * kTile;
       const int64_t width = std::min(kTile, p.inner - c0);
       const S* base = x + o * p.outer_stride + c0;
       for (int64_t j = 0; j < width; ++j) total[j] = R::template identity<T>();
-      for (int64_t r0 = 0; r0 < p.reduced; r0 += kRowBlock) {
-        for (int64_t j = 0; j < width; ++j) part[j] = R::template identity<T>();
-        const int64_t r1 = std::min(p.reduced, r0 + kRowBlock);
-        for (int64_t r = r0; r < r1; ++r) accumulate_row<R>(base + r * p.row_stride, width, part);
-        for (int64_t j = 0; j < width; ++j) total[j] = R::combine(total[j], part[j]);
+      for (int64_t g0 = 0; g0 < p.reduced; g0 += kRowBlock * kRowBlock) {
+        for (int64_t j = 0; j < width; ++j) group[j] = R::template identity<T>();
+        const int64_t g1 = std::min(p.reduced, g0 + kRowBlock * kRowBlock);
+        for (int64_t r0 = g0; r0 < g1; r0 += kRowBlock) {
+          for (int64_t j = 0; j < width; ++j) part[j] = R::template identity<T>();
+          const int64_t r1 = std::min(g1, r0 + kRowBlock);
+          for (int64_t r = r0; r < r1; ++r) accumulate_row<R>(base + r * p.row_stride, width, part);
+          for (int64_t j = 0; j < width; ++j) group[j] = R::combine(group[j], part[j]);
+        }
+        for (int64_t j = 0; j < width; ++j) total[j] = R::combine(total[j], group[j]);
       }
       S* dst = out + o * p.out_outer + c0 * p.out_stride;
       for (int64_t j = 0; j < width; ++j)
