@@ -145,7 +145,8 @@ KF_API kf_result_t kf_fused_gelu_dropout(kf_context_t* ctx, const kf_tensor_t* x
  *        normalized), f32 (f64 for f64 x); NULL to skip.
  * @param rstd_out Saved 1 / sqrt(var + eps), same shape and dtype as @p mean_out; NULL to skip.
  * @param normalized_ndim How many trailing dims form a row, 1 to x's ndim.
- * @param eps Added to the variance; positive and finite.
+ * @param eps Added to the variance; positive, finite and normal in the compute type (f32 for
+ *        f32, f16 and bf16 data: 1.2e-38 to 3.4e38; f64 for f64 data).
  * @param act Activation applied last.
  * @param s Stream, or NULL for the context's default stream.
  * @retval KF_ERROR_INVALID_HANDLE a handle is not live.
@@ -154,9 +155,10 @@ KF_API kf_result_t kf_fused_gelu_dropout(kf_context_t* ctx, const kf_tensor_t* x
  *         statistics were asked for rows with no elements.
  * @retval KF_ERROR_DTYPE_MISMATCH x is not floating point, or another tensor's dtype differs from
  *         the one required.
- * @retval KF_ERROR_INVALID_ARGUMENT @p normalized_ndim out of range; @p eps not positive or not
- *         finite; unknown @p act; an output overlapping another operand (other than out being
- *         exactly x), writing one element twice, misaligned or read-only.
+ * @retval KF_ERROR_INVALID_ARGUMENT @p normalized_ndim out of range; @p eps not positive, not
+ *         finite or not normal in the compute type; unknown @p act; an output overlapping
+ *         another operand (other than out being exactly x), writing one element twice,
+ *         misaligned or read-only.
  */
 KF_API kf_result_t kf_fused_layer_norm_activation(kf_context_t* ctx, const kf_tensor_t* x,
                                                   const kf_tensor_t* weight,
@@ -183,16 +185,19 @@ KF_API kf_result_t kf_fused_layer_norm_activation(kf_context_t* ctx, const kf_te
  * @param out Result, x's shape and dtype.
  * @param residual_out Receives h = x + residual (x's shape and dtype); NULL to skip. Requires
  *        @p residual.
- * @param eps Added to the mean square; positive and finite.
+ * @param eps Added to the mean square; positive, finite and normal in the compute type (f32
+ *        for f32, f16 and bf16 data: 1.2e-38 to 3.4e38; f64 for f64 data).
  * @param act Activation applied last.
  * @param s Stream, or NULL for the context's default stream.
  * @retval KF_ERROR_INVALID_HANDLE a handle is not live.
  * @retval KF_ERROR_DEVICE_MISMATCH a tensor or the stream belongs to another context.
  * @retval KF_ERROR_SHAPE_MISMATCH residual, weight, out or residual_out has the wrong shape.
  * @retval KF_ERROR_DTYPE_MISMATCH x is not floating point, or another tensor's dtype differs.
- * @retval KF_ERROR_INVALID_ARGUMENT @p eps not positive or not finite; unknown @p act;
- *         @p residual_out without @p residual; an output overlapping another operand other than
- *         in the allowed in-place forms, writing one element twice, misaligned or read-only.
+ * @retval KF_ERROR_INVALID_ARGUMENT @p eps not positive, not finite or not normal in the compute
+ *         type; unknown @p act; @p residual_out without @p residual; an output overlapping
+ *         another operand other than in the allowed in-place forms (out and residual_out may
+ *         each be x or residual, never each other), writing one element twice, misaligned or
+ *         read-only.
  */
 KF_API kf_result_t kf_fused_rms_norm_activation(kf_context_t* ctx, const kf_tensor_t* x,
                                                 const kf_tensor_t* residual,
@@ -216,7 +221,8 @@ KF_API kf_result_t kf_fused_rms_norm_activation(kf_context_t* ctx, const kf_tens
  * @param mask Additive mask broadcastable to x (NumPy rules; e.g. [Lk], [Lq,Lk], [B,1,Lq,Lk]),
  *        x's dtype, -inf to hide a position; NULL for none.
  * @param out Result, x's shape and dtype.
- * @param scale Multiplies x before the mask is added; finite.
+ * @param scale Multiplies x before the mask is added; finite in the compute type (f32 for f32,
+ *        f16 and bf16 data: |scale| up to 3.4e38; f64 for f64 data).
  * @param causal Nonzero to apply the causal mask.
  * @param s Stream, or NULL for the context's default stream.
  * @retval KF_ERROR_INVALID_HANDLE a handle is not live.
@@ -224,8 +230,9 @@ KF_API kf_result_t kf_fused_rms_norm_activation(kf_context_t* ctx, const kf_tens
  * @retval KF_ERROR_SHAPE_MISMATCH @p mask is not broadcastable to x, or @p out differs from x's
  *         shape.
  * @retval KF_ERROR_DTYPE_MISMATCH x is not floating point, or mask or out has another dtype.
- * @retval KF_ERROR_INVALID_ARGUMENT @p scale is NaN or infinite; @p out overlaps @p mask, overlaps
- *         x other than exactly, writes one element twice, is misaligned or read-only.
+ * @retval KF_ERROR_INVALID_ARGUMENT @p scale is not finite in the compute type; @p out overlaps
+ *         @p mask (even where mask is x), overlaps x other than exactly, writes one element
+ *         twice, is misaligned or read-only.
  */
 KF_API kf_result_t kf_fused_softmax(kf_context_t* ctx, const kf_tensor_t* x,
                                     const kf_tensor_t* mask, kf_tensor_t* out, double scale,
@@ -240,7 +247,8 @@ KF_API kf_result_t kf_fused_softmax(kf_context_t* ctx, const kf_tensor_t* x,
  * @param x Logits, any floating dtype, at least one dim.
  * @param mask Additive mask broadcastable to x, x's dtype; NULL for none.
  * @param out Result, x's shape and dtype.
- * @param scale Multiplies x before the mask is added; finite.
+ * @param scale Multiplies x before the mask is added; finite in the compute type (f32 for f32,
+ *        f16 and bf16 data: |scale| up to 3.4e38; f64 for f64 data).
  * @param causal Nonzero to apply the causal mask.
  * @param s Stream, or NULL for the context's default stream.
  * @return The same codes as kf_fused_softmax().
@@ -283,7 +291,8 @@ KF_API kf_result_t kf_log_softmax(kf_context_t* ctx, const kf_tensor_t* x, const
  * @param out Result, x's shape and dtype.
  * @param training Nonzero to normalise with batch statistics and update the running ones.
  * @param momentum Weight of the batch statistics in the running update, in [0, 1].
- * @param eps Added to the variance; positive and finite.
+ * @param eps Added to the variance; positive, finite and normal in the compute type (f32 for
+ *        f32, f16 and bf16 data: 1.2e-38 to 3.4e38; f64 for f64 data).
  * @param act Activation applied last.
  * @param layout Where the channel dim is.
  * @param s Stream, or NULL for the context's default stream.
@@ -293,7 +302,8 @@ KF_API kf_result_t kf_log_softmax(kf_context_t* ctx, const kf_tensor_t* x, const
  *         from x's shape.
  * @retval KF_ERROR_DTYPE_MISMATCH x is not floating point, out has another dtype, or a
  *         per-channel tensor is not in the compute type.
- * @retval KF_ERROR_INVALID_ARGUMENT @p eps is not positive and finite; @p momentum is outside
+ * @retval KF_ERROR_INVALID_ARGUMENT @p eps is not positive, finite and normal in the compute
+ *         type; @p momentum is outside
  *         [0, 1]; @p act or @p layout is unknown; a running statistic is NULL in inference, or
  *         only one is NULL in training; training with fewer than 2 values per channel; a written
  *         tensor (out, or the running statistics in training) is read-only, overlaps another

@@ -486,7 +486,9 @@ TEST_F(BatchNormErrors, EveryCheck) {
                 KF_ERROR_INVALID_HANDLE);
   KF_EXPECT_ERR(bn(c, x, w, b, rm, rv, nullptr, 1, 0.1, 1e-5, none, nchw), KF_ERROR_INVALID_HANDLE);
   // Scalars and enums.
-  for (double eps : {0.0, -1e-5, static_cast<double>(NAN), static_cast<double>(INFINITY)})
+  // eps also normal and finite in f32, which f32 data is computed in.
+  for (double eps :
+       {0.0, -1e-5, static_cast<double>(NAN), static_cast<double>(INFINITY), 1e-300, 1e-40, 1e39})
     KF_EXPECT_ERR(bn(c, x, w, b, rm, rv, out, 1, 0.1, eps, none, nchw), KF_ERROR_INVALID_ARGUMENT);
   for (double momentum : {-0.1, 1.5, static_cast<double>(NAN)})
     KF_EXPECT_ERR(bn(c, x, w, b, rm, rv, out, 1, momentum, 1e-5, none, nchw),

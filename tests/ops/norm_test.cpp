@@ -1132,6 +1132,16 @@ TEST_F(NormErrors, LayerNorm) {
   KF_EXPECT_ERR(ln(x, w, b, out, mean, rstd, 1, -1e-5, none), KF_ERROR_INVALID_ARGUMENT);
   KF_EXPECT_ERR(ln(x, w, b, out, mean, rstd, 1, NAN, none), KF_ERROR_INVALID_ARGUMENT);
   KF_EXPECT_ERR(ln(x, w, b, out, mean, rstd, 1, INFINITY, none), KF_ERROR_INVALID_ARGUMENT);
+  // eps must be normal and finite in the type the kernels compute in, f32 for f32 data: 1e-300
+  // rounds to 0 there and 1e-40 to a subnormal, and a constant row's rstd came out infinite.
+  for (double eps : {1e-300, 1e-40, 1e39})
+    KF_EXPECT_ERR(ln(x, w, b, out, mean, rstd, 1, eps, none), KF_ERROR_INVALID_ARGUMENT);
+  // f64 data takes it: constant rows normalise to 0.
+  Tensor x64 = tensor({4, 6}, KF_DTYPE_FLOAT64), out64 = tensor({4, 6}, KF_DTYPE_FLOAT64);
+  kf_test::upload(x64, std::vector<double>(24, 0.75));
+  kf_test::poison(out64);
+  KF_ASSERT_OK(ln(x64, nullptr, nullptr, out64, nullptr, nullptr, 1, 1e-300, none));
+  for (double v : kf_test::download(out64)) EXPECT_EQ(v, 0.0);
   KF_EXPECT_ERR(ln(x, w, b, out, mean, rstd, 1, 1e-5, static_cast<kf_activation_t>(99)),
                 KF_ERROR_INVALID_ARGUMENT);
   Tensor w_bad = tensor({5}), b_bad = tensor({4, 6}), out_bad = tensor({4, 7});
@@ -1180,6 +1190,7 @@ TEST_F(NormErrors, RmsNorm) {
   const auto none = KF_ACTIVATION_NONE;
   KF_EXPECT_ERR(rms(x, r, w, out, r_out, 0.0, none), KF_ERROR_INVALID_ARGUMENT);
   KF_EXPECT_ERR(rms(x, r, w, out, r_out, NAN, none), KF_ERROR_INVALID_ARGUMENT);
+  KF_EXPECT_ERR(rms(x, r, w, out, r_out, 1e-46, none), KF_ERROR_INVALID_ARGUMENT);
   KF_EXPECT_ERR(rms(x, r, w, out, r_out, 1e-6, static_cast<kf_activation_t>(-1)),
                 KF_ERROR_INVALID_ARGUMENT);
   KF_EXPECT_ERR(rms(x, nullptr, w, out, r_out, 1e-6, none), KF_ERROR_INVALID_ARGUMENT);

@@ -652,6 +652,24 @@ TEST_F(SoftmaxErrors, EveryPath) {
   for (auto fn : {kf_fused_softmax, kf_log_softmax}) {
     KF_EXPECT_ERR(fn(ctx(), x, mask, out, NAN, 0, nullptr), KF_ERROR_INVALID_ARGUMENT);
     KF_EXPECT_ERR(fn(ctx(), x, mask, out, INFINITY, 0, nullptr), KF_ERROR_INVALID_ARGUMENT);
+    // Finite in f32 too, which f32 data is computed in (1e300 x: NaN); f64 data takes it.
+    KF_EXPECT_ERR(fn(ctx(), x, mask, out, 1e300, 0, nullptr), KF_ERROR_INVALID_ARGUMENT);
+    KF_EXPECT_ERR(fn(ctx(), x, mask, out, -1e39, 0, nullptr), KF_ERROR_INVALID_ARGUMENT);
+    Tensor x64 = tensor({2, 3}, KF_DTYPE_FLOAT64), out64 = tensor({2, 3}, KF_DTYPE_FLOAT64);
+    kf_test::upload(x64, {0.5, -1.0, 2.0, 1.5, 0.25, -2.0});
+    kf_test::poison(out64);
+    KF_ASSERT_OK(fn(ctx(), x64, nullptr, out64, 1e300, 0, nullptr));
+    const std::vector<double> got64 = kf_test::download(out64);
+    for (size_t i = 0; i < got64.size(); ++i) {
+      // Each row's largest x takes all of it (log: 0 there, about -1e300 elsewhere).
+      const bool top = i == 2 || i == 3;
+      if (fn == kf_fused_softmax)
+        EXPECT_EQ(got64[i], top ? 1.0 : 0.0) << "element " << i;
+      else if (top)
+        EXPECT_EQ(got64[i], 0.0) << "element " << i;
+      else
+        EXPECT_LT(got64[i], -1e299) << "element " << i;
+    }
     Tensor mask_bad = tensor({4, 5}), mask_big = tensor({2, 4, 6}), out_bad = tensor({6, 4});
     KF_EXPECT_ERR(fn(ctx(), x, mask_bad, out, 1.0, 0, nullptr), KF_ERROR_SHAPE_MISMATCH);
     KF_EXPECT_ERR(fn(ctx(), x, mask_big, out, 1.0, 0, nullptr), KF_ERROR_SHAPE_MISMATCH);

@@ -2,7 +2,6 @@
 // once; the result is a Plan the backends run without checks.
 #include "core/ops/batch_norm/batch_norm.hpp"
 
-#include <cmath>
 #include <cstdint>
 
 #include "core/runtime/context.hpp"
@@ -75,8 +74,7 @@ void batch_norm(kf_context_t* ctx_handle, const kf_tensor_t* x_handle,
   KF_REQUIRE_ARG(layout == KF_LAYOUT_NCHW || layout == KF_LAYOUT_NHWC,
                  "%s: unknown layout %d (expected KF_LAYOUT_NCHW = 0 or KF_LAYOUT_NHWC = 1)",
                  kEntry, layout);
-  KF_REQUIRE_ARG(std::isfinite(eps) && eps > 0, "%s: eps must be positive and finite, not %g",
-                 kEntry, eps);
+  rows::require_eps(kEntry, eps, x->desc.dtype);
   KF_REQUIRE_ARG(momentum >= 0 && momentum <= 1, "%s: momentum must be in [0, 1], not %g", kEntry,
                  momentum);
 

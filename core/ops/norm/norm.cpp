@@ -2,7 +2,6 @@
 // All validation happens here, once; the result is a Plan the backends run without checks.
 #include "core/ops/norm/norm.hpp"
 
-#include <cmath>
 #include <cstdint>
 
 #include "core/runtime/context.hpp"
@@ -24,11 +23,6 @@ void require_dtype(const Named& t, kf_dtype_t dtype, const char* x_name) {
   KF_REQUIRE(t.tensor->desc.dtype == dtype, KF_ERROR_DTYPE_MISMATCH,
              "tensor %s has dtype %s, but %s has %s", t.name, dtype_name(t.tensor->desc.dtype),
              x_name, dtype_name(dtype));
-}
-
-void require_eps(const char* entry, double eps) {
-  KF_REQUIRE_ARG(std::isfinite(eps) && eps > 0, "%s: eps must be positive and finite, not %g",
-                 entry, eps);
 }
 
 // Runs the plan on ctx's backend; on CUDA it first gives the plan the context's pool and the
@@ -73,7 +67,7 @@ void layer_norm(kf_context_t* ctx_handle, const kf_tensor_t* x_handle,
   kf_tensor_t* rstd = rstd_handle ? checked_output(rstd_handle, ctx, "rstd_out") : nullptr;
   kf_stream_t* stream = resolve_stream(ctx, s, "s");
   const int32_t act = rows::checked_activation(act_value);
-  require_eps(entry, eps);
+  rows::require_eps(entry, eps, x->desc.dtype);
 
   const kf_tensor_desc_t& xd = x->desc;
   KF_REQUIRE(is_floating(xd.dtype), KF_ERROR_DTYPE_MISMATCH,
@@ -157,7 +151,7 @@ void rms_norm(kf_context_t* ctx_handle, const kf_tensor_t* x_handle,
       residual_out_handle ? checked_output(residual_out_handle, ctx, "residual_out") : nullptr;
   kf_stream_t* stream = resolve_stream(ctx, s, "s");
   const int32_t act = rows::checked_activation(act_value);
-  require_eps(entry, eps);
+  rows::require_eps(entry, eps, x->desc.dtype);
 
   const kf_tensor_desc_t& xd = x->desc;
   KF_REQUIRE(is_floating(xd.dtype), KF_ERROR_DTYPE_MISMATCH,

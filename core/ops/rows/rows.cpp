@@ -1,6 +1,7 @@
 // Walk construction and the checks every row-wise entry shares.
 #include "core/ops/rows/rows.hpp"
 
+#include <cfloat>
 #include <cmath>
 
 #include "core/math/activation.hpp"
@@ -118,6 +119,31 @@ void prepare(kf_context_t* ctx, kf_stream_t* s, const Named* tensors, int32_t co
   for (int32_t i = 0; i < count; ++i) {
     if (tensors[i].tensor) prepare_for_stream(tensors[i].tensor, s);
   }
+}
+
+namespace {
+
+const char* compute_type_name(kf_dtype_t dtype) {
+  return dtype == KF_DTYPE_FLOAT64 ? "f64" : "f32";
+}
+
+}  // namespace
+
+void require_eps(const char* entry, double eps, kf_dtype_t dtype) {
+  const bool f64 = dtype == KF_DTYPE_FLOAT64;
+  const double smallest = f64 ? DBL_MIN : FLT_MIN, largest = f64 ? DBL_MAX : FLT_MAX;
+  KF_REQUIRE_ARG(eps >= smallest && eps <= largest,
+                 "%s: eps must be positive, finite and normal in %s, which %s data is computed in "
+                 "(%g to %g), not %g",
+                 entry, compute_type_name(dtype), dtype_name(dtype), smallest, largest, eps);
+}
+
+void require_scale(const char* entry, double scale, kf_dtype_t dtype) {
+  const double largest = dtype == KF_DTYPE_FLOAT64 ? DBL_MAX : FLT_MAX;
+  KF_REQUIRE_ARG(std::fabs(scale) <= largest,
+                 "%s: scale must be finite in %s, which %s data is computed in (|scale| up to "
+                 "%g), not %g",
+                 entry, compute_type_name(dtype), dtype_name(dtype), largest, scale);
 }
 
 int32_t checked_activation(const kf_activation_t& act) {

@@ -173,6 +173,15 @@ void require_disjoint(const Named& out, const Named* others, int32_t count, int3
 // Makes the context's device current and orders every present tensor after its allocation on s.
 void prepare(kf_context_t* ctx, kf_stream_t* s, const Named* tensors, int32_t count);
 
+// An eps for dtype's data: positive, finite and normal in the type the kernels compute in (f64
+// for f64 data, f32 otherwise). A smaller one rounds to 0 or to a subnormal there (which the CUDA
+// kernels flush to 0), so a constant row's variance + eps would be 0 and its outputs NaN; a
+// larger one rounds to infinity. `entry` names the C entry in the message.
+void require_eps(const char* entry, double eps, kf_dtype_t dtype);
+// A scale for dtype's data: finite in the compute type (1e300 is infinite in f32, and a softmax
+// of the products NaN).
+void require_scale(const char* entry, double scale, kf_dtype_t dtype);
+
 // Reads a kf_activation_t that came from C and checks it (INVALID_ARGUMENT when unknown).
 int32_t checked_activation(const kf_activation_t& act);
 

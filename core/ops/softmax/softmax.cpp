@@ -2,7 +2,6 @@
 // here, once; the result is a Plan the backends run without checks.
 #include "core/ops/softmax/softmax.hpp"
 
-#include <cmath>
 #include <cstdint>
 
 #include "core/runtime/context.hpp"
@@ -24,7 +23,7 @@ void run(bool log, kf_context_t* ctx_handle, const kf_tensor_t* x_handle,
   const kf_tensor_t* mask = mask_handle ? checked_tensor(mask_handle, ctx, "mask") : nullptr;
   kf_tensor_t* out = checked_output(out_handle, ctx, "out");
   kf_stream_t* stream = resolve_stream(ctx, s, "s");
-  KF_REQUIRE_ARG(std::isfinite(scale), "%s: scale must be finite, not %g", entry, scale);
+  rows::require_scale(entry, scale, x->desc.dtype);
 
   const kf_tensor_desc_t& xd = x->desc;
   KF_REQUIRE(is_floating(xd.dtype), KF_ERROR_DTYPE_MISMATCH,
