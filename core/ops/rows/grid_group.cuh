@@ -31,8 +31,8 @@ namespace kf::rows {
 // Words a lane of the reading warp holds: up to 32 * kLanesWords blocks a group.
 inline constexpr int kLanesWords = 4;
 
-// The grid-group kernels' shape (norm/cuda_grid.cuh, softmax/cuda.cuh): 512-thread blocks, two an
-// SM, each owning `vectors` 16-byte vectors a thread of every row of its group (32 KiB a block a
+// The grid-group kernels' shape (norm/cuda_grid.cuh, softmax/cuda_grid.cuh): 512-thread blocks, two
+// an SM, each owning `vectors` 16-byte vectors a thread of every row of its group (32 KiB a block a
 // row), with a ring of `slots` shared-memory slots, `ahead` rows staged ahead of the one being
 // reduced.
 struct GridPolicy {
