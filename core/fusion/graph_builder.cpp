@@ -496,7 +496,7 @@ void mark_output(kf_graph_t* handle, int32_t id, const kf_graph_output_desc_t* d
 }  // namespace
 }  // namespace fusion
 
-void delete_graph(kf_graph_t* g) noexcept { delete g; }
+void delete_graph(kf_graph_t* g) noexcept { destroy_handle_object(g); }
 
 }  // namespace kf
 

@@ -130,7 +130,7 @@ kf_fused_kernel_t* compile(kf_graph_t* handle, const kf_compile_options_t* optio
 }  // namespace
 }  // namespace fusion
 
-void delete_fused_kernel(kf_fused_kernel_t* k) noexcept { delete k; }
+void delete_fused_kernel(kf_fused_kernel_t* k) noexcept { destroy_handle_object(k); }
 
 }  // namespace kf
 

@@ -102,7 +102,7 @@ void destroy_context_object(kf_context_t* ctx) noexcept {
   for (kf_event_t* e : events) {
     unregister_handle(e);
     cuda::event_destroy(e->native);
-    delete e;
+    destroy_handle_object(e);
   }
   for (kf_stream_t* s : streams) {
     if (s == ctx->default_stream) continue;
@@ -113,7 +113,7 @@ void destroy_context_object(kf_context_t* ctx) noexcept {
   ctx->default_stream = nullptr;
   ctx->pool.reset();  // storages still exported (DLPack) keep it alive
   ctx->threads.reset();
-  delete ctx;
+  destroy_handle_object(ctx);
 }
 
 // Waits for every stream of a CUDA context. (A CPU context's streams have no native handle:

@@ -106,7 +106,7 @@ kf_result_t kf_event_destroy(kf_event_t* e) {
     }
     kf::unregister_handle(e);
     kf::cuda::event_destroy(e->native);
-    delete e;
+    kf::destroy_handle_object(e);
   });
 }
 

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <new>
 #include <shared_mutex>
 #include <unordered_map>
 
@@ -63,7 +64,32 @@ Registry& registry() {
   return *r;
 }
 
+// The memory of the last kRetiredHandles destroyed handles' objects, oldest at `next`. Leaked,
+// as the registry.
+struct Retired {
+  std::mutex mutex;
+  void* memory[kRetiredHandles] = {};
+  int next = 0;
+};
+
+Retired* retired() noexcept {
+  static Retired* r = new (std::nothrow) Retired();
+  return r;
+}
+
 }  // namespace
+
+void retire_handle_memory(void* memory) noexcept {
+  Retired* r = retired();
+  void* oldest = memory;  // without the ring (out of memory at its creation): freed at once
+  if (r != nullptr) {
+    std::lock_guard<std::mutex> lock(r->mutex);
+    oldest = r->memory[r->next];
+    r->memory[r->next] = memory;
+    r->next = (r->next + 1) % kRetiredHandles;
+  }
+  ::operator delete(oldest);
+}
 
 const char* handle_kind_name(HandleKind kind) noexcept {
   switch (kind) {

@@ -19,6 +19,25 @@ void register_handle(const void* handle, HandleKind kind);
 void unregister_handle(const void* handle) noexcept;
 bool is_live_handle(const void* handle, HandleKind kind) noexcept;
 
+// Frees the memory of a destroyed handle's object, made by plain new, once kRetiredHandles more
+// handles have been destroyed, not at once. malloc hands a freed block straight to the next
+// allocation of its size, so a new handle took a destroyed one's address, and the stale handle (a
+// second destroy, a call after destroy) passed for the new one: kf_tensor_destroy called twice
+// destroyed the tensor created in between. A handle stays dead for the next kRetiredHandles
+// destroys at least (the C API cannot tell a handle from a new one at its address after that).
+inline constexpr int kRetiredHandles = 1024;
+void retire_handle_memory(void* memory) noexcept;
+
+// Runs *object's destructor now and frees its memory later (retire_handle_memory): how every
+// object behind a handle is deleted.
+template <class T>
+void destroy_handle_object(T* object) noexcept {
+  static_assert(alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__, "made by plain operator new");
+  if (object == nullptr) return;
+  object->~T();
+  retire_handle_memory(object);
+}
+
 template <class T>
 struct HandleTraits;
 template <>

@@ -63,7 +63,7 @@ void delete_stream(kf_stream_t* s) noexcept {
   if (s->grid.words != nullptr) s->ctx->pool->deallocate(s->grid.words, s->grid.bytes, s->native);
   cuda::event_destroy(s->order_event);
   if (s->owns_native) cuda::stream_destroy(s->native);  // pending work still completes
-  delete s;
+  destroy_handle_object(s);
 }
 
 }  // namespace kf

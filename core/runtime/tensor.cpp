@@ -36,7 +36,7 @@ void delete_tensor(kf_tensor_t* t) noexcept {
       // Without the ordering, the release falls back to waiting for the device.
     }
   }
-  delete t;
+  destroy_handle_object(t);
 }
 
 namespace {

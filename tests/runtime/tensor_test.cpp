@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstddef>
 #include <memory>
+#include <vector>
 
 #include "tests/common/test_util.hpp"
 
@@ -154,6 +155,42 @@ TEST(Tensor, HandleChecks) {
   kf_test::Tensor live = kf_test::make_tensor(ctx, KF_DTYPE_FLOAT32, {4});
   KF_ASSERT_OK(kf_stream_destroy(s));
   KF_EXPECT_ERR(kf_tensor_copy_from_host(live, values, sizeof(values), s), KF_ERROR_INVALID_HANDLE);
+}
+
+// A destroyed handle stays dead while new handles are made: their objects do not take its address
+// (core/runtime/handle.hpp, retire_handle_memory), so a second destroy, or a call through the
+// stale handle, is refused instead of reaching a new tensor (before, the next tensor of the same
+// size came back at the destroyed one's address and a second destroy destroyed it).
+TEST(Tensor, DestroyedHandleStaysDeadAmongNewOnes) {
+  KF_REQUIRE_DEVICE();
+  kf_test::Context ctx;
+  const kf_tensor_desc_t d = make_desc(KF_DTYPE_FLOAT32, {4});
+  kf_tensor_t* stale = nullptr;
+  KF_ASSERT_OK(kf_tensor_create(ctx, &d, &stale));
+  KF_ASSERT_OK(kf_tensor_destroy(stale));
+  std::vector<kf_test::Tensor> fresh;
+  for (int i = 0; i < 64; ++i) {
+    kf_tensor_t* t = nullptr;
+    KF_ASSERT_OK(kf_tensor_create(ctx, &d, &t));
+    fresh.emplace_back(t);
+    EXPECT_NE(t, stale) << "tensor " << i << " took the destroyed tensor's address";
+  }
+  kf_tensor_desc_t out{};
+  KF_EXPECT_ERR(kf_tensor_get_desc(stale, &out), KF_ERROR_INVALID_HANDLE);
+  KF_EXPECT_ERR(kf_tensor_destroy(stale), KF_ERROR_INVALID_HANDLE);
+  for (const kf_test::Tensor& t : fresh) {
+    KF_ASSERT_OK(kf_tensor_get_desc(t, &out));  // the new ones are all live
+    EXPECT_EQ(out.shape[0], 4);
+  }
+  // Streams likewise.
+  kf_stream_t* old_stream = nullptr;
+  KF_ASSERT_OK(kf_stream_create(ctx, nullptr, &old_stream));
+  KF_ASSERT_OK(kf_stream_destroy(old_stream));
+  kf_stream_t* new_stream = nullptr;
+  KF_ASSERT_OK(kf_stream_create(ctx, nullptr, &new_stream));
+  EXPECT_NE(new_stream, old_stream);
+  KF_EXPECT_ERR(kf_stream_destroy(old_stream), KF_ERROR_INVALID_HANDLE);
+  KF_ASSERT_OK(kf_stream_destroy(new_stream));
 }
 
 TEST(Tensor, CopyArgumentErrors) {
