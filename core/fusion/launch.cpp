@@ -67,27 +67,6 @@ void bound_tensor(const kf_tensor_t* t, kf_context_t* ctx, const Use& use, kf_dt
                  where_bound(use).c_str(), t->data, dtype_size(dtype));
 }
 
-// Whether no two index tuples of desc address one element: with dims sorted by stride, each
-// stride must step past everything the dims inside it reach (true of every dense or sliced view).
-bool writes_each_element_once(const kf_tensor_desc_t& d) {
-  int32_t order[KF_MAX_DIMS];
-  int32_t n = 0;
-  for (int32_t i = 0; i < d.ndim; ++i) {
-    if (d.shape[i] == 0) return true;
-    if (d.shape[i] > 1) order[n++] = i;
-  }
-  for (int32_t i = 1; i < n; ++i)  // insertion sort by stride (n <= 8)
-    for (int32_t k = i; k > 0 && d.strides[order[k]] < d.strides[order[k - 1]]; --k)
-      std::swap(order[k], order[k - 1]);
-  int64_t reach = 0;  // furthest offset of the dims inside
-  for (int32_t k = 0; k < n; ++k) {
-    const int64_t stride = d.strides[order[k]];
-    if (stride <= reach) return false;
-    reach += (d.shape[order[k]] - 1) * stride;
-  }
-  return true;
-}
-
 // Dimensions past a binding's rank read as zero, as in a fresh Binding (bindings are reused).
 void clear_tail(Binding* b) {
   for (int32_t d = b->rank; d < KF_MAX_DIMS; ++d) b->shape[d] = b->strides[d] = 0;
@@ -397,11 +376,6 @@ void make_plan(const kf_fused_kernel_t* k, const kf_launch_args_t* args, Scratch
       if (!repeated) {
         bound_tensor(u.tensor, k->ctx, u, g.nodes[static_cast<size_t>(o.node)].dtype,
                      static_cast<size_t>(i) * n_out + j);
-        KF_REQUIRE_ARG(writes_each_element_once(u.tensor->desc),
-                       "%s has overlapping elements (shape %s, strides %s): an output must not "
-                       "write one element twice",
-                       where_bound(u).c_str(), shape_string(u.tensor->desc).c_str(),
-                       strides_string(u.tensor->desc).c_str());
       }
       uses.push_back(u);  // a per-item output repeated is two items writing one tensor
     }

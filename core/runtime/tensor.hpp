@@ -85,12 +85,17 @@ void strided_copy_host(const kf_tensor_desc_t& desc, void* strided, void* packed
 // context check when ctx is nullptr).
 const kf_tensor_t* checked_tensor(const kf_tensor_t* t, const kf_context_t* ctx,
                                   const char* param_name);
-// Same, and INVALID_ARGUMENT for read-only tensors or zero-stride dims larger than one.
+// Same, and INVALID_ARGUMENT for read-only tensors, zero-stride dims larger than one, or any
+// other layout that would write one element twice (writes_each_element_once).
 kf_tensor_t* checked_output(kf_tensor_t* t, const kf_context_t* ctx, const char* param_name);
 // The parts of those two after the handle check, for callers that checked the handles of a call
 // together (check_handles): t must be live.
 void require_in_context(const kf_tensor_t* t, const kf_context_t* ctx, const char* param_name);
 void require_writable(const kf_tensor_t* t, const char* param_name);
+// Whether no two index tuples of desc address one element: with dims sorted by stride, each
+// stride steps past everything the dims inside it reach (true of every dense or sliced view; a
+// few interleaved layouts without a repeated element are refused too).
+bool writes_each_element_once(const kf_tensor_desc_t& desc) noexcept;
 
 // Before a tensor is used on stream s: makes s wait for the tensor's allocation when s is not
 // its home stream. Cheap no-op on the CPU and on the home stream.

@@ -167,6 +167,29 @@ void require_writable(const kf_tensor_t* t, const char* name) {
                    "): a broadcast view cannot be written",
                    name, i, t->desc.shape[i]);
   }
+  KF_REQUIRE_ARG(writes_each_element_once(t->desc),
+                 "tensor '%s' has overlapping elements (shape %s, strides %s): an output must not "
+                 "write one element twice",
+                 name, shape_string(t->desc).c_str(), strides_string(t->desc).c_str());
+}
+
+bool writes_each_element_once(const kf_tensor_desc_t& d) noexcept {
+  int32_t order[KF_MAX_DIMS];
+  int32_t n = 0;
+  for (int32_t i = 0; i < d.ndim; ++i) {
+    if (d.shape[i] == 0) return true;
+    if (d.shape[i] > 1) order[n++] = i;
+  }
+  for (int32_t i = 1; i < n; ++i)  // insertion sort by stride (n <= 8)
+    for (int32_t k = i; k > 0 && d.strides[order[k]] < d.strides[order[k - 1]]; --k)
+      std::swap(order[k], order[k - 1]);
+  int64_t reach = 0;  // furthest offset of the dims inside
+  for (int32_t k = 0; k < n; ++k) {
+    const int64_t stride = d.strides[order[k]];
+    if (stride <= reach) return false;
+    reach += (d.shape[order[k]] - 1) * stride;
+  }
+  return true;
 }
 
 void prepare_for_stream(const kf_tensor_t* t, kf_stream_t* s) {

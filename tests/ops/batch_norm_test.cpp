@@ -571,6 +571,13 @@ TEST_F(BatchNormErrors, EveryCheck) {
       bn(c, out_small, w3, nullptr, rm_on_out, rv3, out_on_stats, 0, 0.1, 1e-5, none, nchw),
       KF_ERROR_INVALID_ARGUMENT);  // out overwrites a running statistic it reads
   KF_EXPECT_ERR(bn(c, x, w, b, rm, rv, w, 0, 0.1, 1e-5, none, nchw), KF_ERROR_SHAPE_MISMATCH);
+  // An output that writes one element twice: out's channels folded over each other.
+  Tensor span = tensor({4 * 6 * 5});
+  Tensor out_folded = make_view(span, KF_DTYPE_FLOAT32, {4, 6, 5}, {30, 4, 1}, 0);
+  KF_EXPECT_ERR(bn(c, x, w, b, rm, rv, out_folded, 1, 0.1, 1e-5, none, nchw),
+                KF_ERROR_INVALID_ARGUMENT);
+  KF_EXPECT_ERR(bn(c, x, w, b, rm, rv, out_folded, 0, 0.1, 1e-5, none, nchw),
+                KF_ERROR_INVALID_ARGUMENT);
   // Nothing was written by any failing call.
   for (double v : kf_test::download(out)) EXPECT_TRUE(std::isnan(v)) << "a failing call wrote out";
   EXPECT_EQ(kf_test::download(rm), rm_before) << "a failing call updated running_mean";

@@ -1163,6 +1163,15 @@ TEST_F(NormErrors, LayerNorm) {
   KF_EXPECT_ERR(ln(x_view, nullptr, nullptr, out_view, nullptr, nullptr, 1, 1e-5, none),
                 KF_ERROR_INVALID_ARGUMENT);
   KF_EXPECT_ERR(ln(x, w, b, out, mean, mean, 1, 1e-5, none), KF_ERROR_INVALID_ARGUMENT);
+  // Outputs that write one element twice: out's rows over each other, mean_out of [2, 2] on
+  // three elements (a layer norm over x of [2, 2, 6]).
+  Tensor rows_span = tensor({24});
+  Tensor out_folded = row_test::make_view(rows_span, KF_DTYPE_FLOAT32, {4, 6}, {4, 1}, 0);
+  KF_EXPECT_ERR(ln(x, w, b, out_folded, nullptr, nullptr, 1, 1e-5, none),
+                KF_ERROR_INVALID_ARGUMENT);
+  Tensor x3 = tensor({2, 2, 6}), out3 = tensor({2, 2, 6}), three = tensor({3});
+  Tensor mean_folded = row_test::make_view(three, KF_DTYPE_FLOAT32, {2, 2}, {1, 1}, 0);
+  KF_EXPECT_ERR(ln(x3, w, b, out3, mean_folded, nullptr, 1, 1e-5, none), KF_ERROR_INVALID_ARGUMENT);
   // One tensor as x and as the weight: out may be x's view, but it is the weight's too.
   Tensor sq = tensor({6, 6}), sq_out = tensor({6, 6});
   KF_EXPECT_ERR(ln(sq, sq, nullptr, sq, nullptr, nullptr, 2, 1e-5, none),
@@ -1191,6 +1200,10 @@ TEST_F(NormErrors, RmsNorm) {
   KF_EXPECT_ERR(rms(x, r, w, out, r_out, 0.0, none), KF_ERROR_INVALID_ARGUMENT);
   KF_EXPECT_ERR(rms(x, r, w, out, r_out, NAN, none), KF_ERROR_INVALID_ARGUMENT);
   KF_EXPECT_ERR(rms(x, r, w, out, r_out, 1e-46, none), KF_ERROR_INVALID_ARGUMENT);
+  Tensor span = tensor({24});
+  Tensor folded = row_test::make_view(span, KF_DTYPE_FLOAT32, {4, 6}, {3, 1}, 0);
+  KF_EXPECT_ERR(rms(x, r, w, folded, nullptr, 1e-6, none), KF_ERROR_INVALID_ARGUMENT);
+  KF_EXPECT_ERR(rms(x, r, w, out, folded, 1e-6, none), KF_ERROR_INVALID_ARGUMENT);
   KF_EXPECT_ERR(rms(x, r, w, out, r_out, 1e-6, static_cast<kf_activation_t>(-1)),
                 KF_ERROR_INVALID_ARGUMENT);
   KF_EXPECT_ERR(rms(x, nullptr, w, out, r_out, 1e-6, none), KF_ERROR_INVALID_ARGUMENT);

@@ -688,6 +688,10 @@ TEST_F(SoftmaxErrors, EveryPath) {
     // One tensor as x and as the mask: out may be x's view, never the mask's.
     KF_EXPECT_ERR(fn(ctx(), m2, m2, m2, 1.0, 0, nullptr), KF_ERROR_INVALID_ARGUMENT);
     KF_ASSERT_OK(fn(ctx(), m2, m2, out_other, 1.0, 0, nullptr));
+    // out's rows over each other: one element written twice.
+    Tensor span = tensor({20});
+    Tensor folded = make_view(span, KF_DTYPE_FLOAT32, {4, 6}, {4, 1}, 0);
+    KF_EXPECT_ERR(fn(ctx(), x, nullptr, folded, 1.0, 0, nullptr), KF_ERROR_INVALID_ARGUMENT);
     Tensor scalar = tensor({});
     KF_EXPECT_ERR(fn(ctx(), scalar, nullptr, scalar, 1.0, 0, nullptr), KF_ERROR_INVALID_ARGUMENT);
     KF_EXPECT_ERR(fn(nullptr, x, mask, out, 1.0, 0, nullptr), KF_ERROR_INVALID_HANDLE);

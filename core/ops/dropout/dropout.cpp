@@ -4,7 +4,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <utility>
 
 #include "core/runtime/context.hpp"
 #include "core/runtime/error.hpp"
@@ -22,26 +21,6 @@ bool same_shape(const kf_tensor_desc_t& a, const kf_tensor_desc_t& b) {
 
 bool aligned_to_element(const kf_tensor_t* t) {
   return reinterpret_cast<uintptr_t>(t->data) % dtype_size(t->desc.dtype) == 0;
-}
-
-// out must not write one element twice: with x's row-major order, each stride (sorted by size)
-// must step past everything inside it. Checked on the plan's dims, which keep only extents > 1.
-void check_no_self_overlap(const Plan& p, const int64_t* strides, const kf_tensor_desc_t& desc,
-                           const char* name) {
-  int64_t order[KF_MAX_DIMS];
-  for (int32_t d = 0; d < p.ndim; ++d) order[d] = d;
-  for (int32_t i = 1; i < p.ndim; ++i)  // ascending by stride
-    for (int32_t k = i; k > 0 && strides[order[k]] < strides[order[k - 1]]; --k)
-      std::swap(order[k], order[k - 1]);
-  int64_t inner_extent = 1;
-  for (int32_t i = 0; i < p.ndim; ++i) {
-    const int64_t d = order[i];
-    KF_REQUIRE_ARG(strides[d] >= inner_extent,
-                   "tensor %s has overlapping elements (shape %s, strides %s): an output must not "
-                   "write one element twice",
-                   name, shape_string(desc).c_str(), strides_string(desc).c_str());
-    inner_extent += (p.shape[d] - 1) * strides[d];
-  }
 }
 
 Plan make_plan(const kf_tensor_t* x, kf_tensor_t* out, kf_tensor_t* mask, double p,
@@ -71,8 +50,6 @@ Plan make_plan(const kf_tensor_t* x, kf_tensor_t* out, kf_tensor_t* mask, double
     plan.mask_strides[plan.ndim] = mask ? mask->desc.strides[i] : 0;
     ++plan.ndim;
   }
-  check_no_self_overlap(plan, plan.out_strides, out->desc, "out");
-  if (mask) check_no_self_overlap(plan, plan.mask_strides, mask->desc, "mask_out");
   if (plan.ndim == 0) {
     plan.ndim = 1;
     plan.shape[0] = 1;

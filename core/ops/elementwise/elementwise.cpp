@@ -67,8 +67,8 @@ int64_t extent_of(const Plan& p, const int64_t* strides) {
 }
 
 // Broadcasts b's strides onto a's shape, drops extent-1 dims, orders dims by out's strides
-// (outermost = largest), checks that out never writes an element twice, merges dims that are
-// contiguous in all three tensors, then picks the layout.
+// (outermost = largest), merges dims that are contiguous in all three tensors, then picks the
+// layout. (That out never writes an element twice, require_writable has checked.)
 Plan make_plan(math::BinaryOp op, math::Activation act, const kf_tensor_t* a, const kf_tensor_t* b,
                kf_tensor_t* out) {
   Plan p;
@@ -109,17 +109,6 @@ Plan make_plan(math::BinaryOp op, math::Activation act, const kf_tensor_t* a, co
   };
   for (int32_t i = 1; i < p.ndim; ++i)
     for (int32_t k = i; k > 0 && outer_than(k, k - 1); --k) swap_dims(k, k - 1);
-
-  // With dims sorted by stride, out is free of self-overlap when every stride steps past all the
-  // elements of the dims inside it (sufficient, and true of every dense or sliced view).
-  int64_t inner_extent = 1;
-  for (int32_t d = p.ndim - 1; d >= 0; --d) {
-    KF_REQUIRE_ARG(p.out_strides[d] >= inner_extent,
-                   "tensor out has overlapping elements (shape %s, strides %s): an output must not "
-                   "write one element twice",
-                   shape_string(od).c_str(), strides_string(od).c_str());
-    inner_extent += (p.shape[d] - 1) * p.out_strides[d];
-  }
 
   int32_t merged = 0;
   for (int32_t d = 1; d < p.ndim; ++d) {

@@ -105,31 +105,6 @@ void check_out_shape(const Request& req, const kf_tensor_desc_t& xd, const kf_te
              shape_string(expected).c_str());
 }
 
-// With out's dims sorted by stride, out is free of self-overlap when every stride steps past all
-// the elements of the dims inside it (sufficient, and true of every dense or sliced view).
-void check_out_distinct(const Request& req, const kf_tensor_desc_t& od) {
-  int64_t shape[KF_MAX_DIMS], strides[KF_MAX_DIMS];
-  int32_t n = 0;
-  for (int32_t d = 0; d < od.ndim; ++d) {
-    if (od.shape[d] <= 1) continue;
-    shape[n] = od.shape[d];
-    strides[n] = od.strides[d];
-    for (int32_t k = n; k > 0 && strides[k] > strides[k - 1]; --k) {
-      std::swap(strides[k], strides[k - 1]);
-      std::swap(shape[k], shape[k - 1]);
-    }
-    ++n;
-  }
-  int64_t inner_extent = 1;
-  for (int32_t d = n - 1; d >= 0; --d) {
-    KF_REQUIRE_ARG(strides[d] >= inner_extent,
-                   "%s: tensor out has overlapping elements (shape %s, strides %s): an output "
-                   "must not write one element twice",
-                   req.entry, shape_string(od).c_str(), strides_string(od).c_str());
-    inner_extent += (shape[d] - 1) * strides[d];
-  }
-}
-
 struct Dim {
   int64_t shape, x_stride, out_stride;
   bool reduced;
@@ -241,7 +216,6 @@ void run(const char* entry, bool single_dim, kf_context_t* ctx_handle, const kf_
   req.single_dim = single_dim;
   check_axes(req, xd, axes, n_axes);
   check_out_shape(req, xd, out->desc, keepdim != 0);
-  check_out_distinct(req, out->desc);
   for (const kf_tensor_t* t : {x, static_cast<const kf_tensor_t*>(out)}) {
     KF_REQUIRE_ARG(reinterpret_cast<uintptr_t>(t->data) % dtype_size(t->desc.dtype) == 0,
                    "%s: tensor %s starts at %p, which is not aligned to its %zu-byte elements",
