@@ -151,7 +151,7 @@ ImportedLayout translate(const kf_context_t* ctx, const DLTensor& dl) {
   for (int32_t i = 0; i < dl.ndim; ++i) {
     KF_REQUIRE_ARG(dl.shape[i] >= 0, "DLPack tensor has a negative dimension: shape[%d] = %" PRId64,
                    i, dl.shape[i]);
-    if (dl.strides != nullptr) {
+    if (dl.strides != nullptr && dl.shape[i] > 1) {  // other dims' strides are never used
       KF_REQUIRE_ARG(dl.strides[i] >= 0,
                      "DLPack tensor has a negative stride: strides[%d] = %" PRId64
                      " (negative strides are not supported; make the array contiguous first)",

@@ -129,8 +129,10 @@ extern "C" {
  * @retval KF_ERROR_DEVICE_MISMATCH the memory is not on the context's device.
  * @retval KF_ERROR_DTYPE_MISMATCH the element type has no kf_dtype_t (complex, bool, lanes > 1
  * ...).
- * @retval KF_ERROR_INVALID_ARGUMENT a NULL pointer, ndim over KF_MAX_DIMS, negative shape or
- * strides.
+ * @retval KF_ERROR_INVALID_ARGUMENT a NULL pointer, ndim over KF_MAX_DIMS, a negative extent, a
+ *         negative stride on a dimension of more than one element (a size-1 dimension's stride
+ *         is never used, so any is taken), data misaligned for its elements.
+ * @retval KF_ERROR_NOT_SUPPORTED every stride is zero (a fully broadcast scalar).
  */
 KF_API kf_result_t kf_tensor_from_dlpack(kf_context_t* ctx, DLManagedTensorVersioned* managed,
                                          kf_tensor_t** out);

@@ -262,7 +262,8 @@ TEST_F(DlpackTest, AcceptsBroadcastAndArbitraryStridesOfSizeOneDims) {
   int64_t* shape = m->dl_tensor.shape;
   int64_t* strides = m->dl_tensor.strides;
   shape[0] = 3, shape[1] = 1, shape[2] = 4;
-  strides[0] = 0, strides[1] = 0, strides[2] = 1;
+  // Negative too, as NumPy gives a reversed size-1 dim (np.ones((1, 4))[::-1]).
+  strides[0] = 0, strides[1] = -7, strides[2] = 1;
   kf_tensor_t* imported = nullptr;
   KF_ASSERT_OK(kf_tensor_from_dlpack(ctx(), m, &imported));
   Tensor guard(imported);

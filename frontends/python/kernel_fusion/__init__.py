@@ -16,6 +16,7 @@ raises an Error subclass carrying the library's message.
 """
 
 import ctypes
+import operator
 
 from . import _capi, _dlpack
 
@@ -120,6 +121,10 @@ def device_properties(kind="cuda", device_id=0):
 def _dtype_name(dtype):
     if isinstance(dtype, str):
         name = dtype
+    elif isinstance(dtype, type) and dtype.__module__ == "numpy":  # np.float32 and its kin
+        import numpy
+
+        name = numpy.dtype(dtype).name
     else:  # numpy, torch, cupy and jax dtypes all name themselves
         name = getattr(dtype, "name", None) or str(dtype)
     name = name.replace("torch.", "")
@@ -128,6 +133,22 @@ def _dtype_name(dtype):
     if name not in _capi.DTYPES:
         raise TypeError(f"dtype {dtype!r} is not one of {', '.join(_capi.DTYPES)}")
     return name
+
+
+def _integer(value, what, lo, hi):
+    """value as a Python int in [lo, hi]; TypeError for non-integers (1.5, "1"), ValueError out of
+    range, instead of ctypes' silent wraparound."""
+    try:
+        n = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{what} must be an integer, not {value!r}") from None
+    if not lo <= n <= hi:
+        raise ValueError(f"{what} must be in [{lo}, {hi}], not {n}")
+    return n
+
+
+_INT32 = (-(2**31), 2**31 - 1)
+_UINT64 = (0, 2**64 - 1)
 
 
 def _desc(shape, dtype, strides=None):
@@ -176,6 +197,7 @@ class _Owned:
             handle, self._handle = self._handle, None
             if self.context._handle is not None:
                 _check(getattr(_lib, self._destroy)(handle))
+        _dlpack.release_dropped()  # the tensors exported to consumers that have let them go
 
     def __del__(self):
         try:
@@ -227,6 +249,7 @@ class Context(_Owned):
         if self._handle is not None:
             handle, self._handle = self._handle, None
             _check(_lib.kf_context_destroy(handle))
+        _dlpack.release_dropped()
 
     def __repr__(self):
         state = "closed" if self._handle is None else f"{self.device[0]}:{self.device_id}"
@@ -257,6 +280,7 @@ class Context(_Owned):
 
     def memory_stats(self):
         """A dict: in_use_bytes, reserved_bytes, peak_in_use_bytes, limit_bytes, allocation_count."""
+        _dlpack.release_dropped()
         stats = _capi.MemoryStats()
         stats.struct_size = ctypes.sizeof(stats)
         _check(_lib.kf_context_get_memory_stats(self.handle, ctypes.byref(stats)))
@@ -605,6 +629,7 @@ def gelu_dropout(x, p, *, training=True, seed=0, offset=0, out=None, mask_out=No
     """out = dropout(gelu(x)) with Philox(seed, offset): the same mask on the CPU and CUDA.
     mask_out (uint8, x's shape) receives 1 where kept."""
     ctx, stream, out = _prepare(x, out, stream)
+    seed, offset = _integer(seed, "seed", *_UINT64), _integer(offset, "offset", *_UINT64)
     _check(_lib.kf_fused_gelu_dropout(ctx.handle, x.handle, _h(out, "out"),
                                       _h(mask_out, "mask_out", False), float(p), int(bool(training)),
                                       seed, offset, stream.handle))
@@ -616,6 +641,7 @@ def layer_norm(x, weight=None, bias=None, *, normalized_ndim=1, eps=1e-5, activa
                out=None, mean_out=None, rstd_out=None, stream=None):
     """act(layer norm over the last `normalized_ndim` dims, then * weight + bias); mean_out and
     rstd_out (x's leading shape, f32 for 16-bit x) receive the statistics."""
+    normalized_ndim = _integer(normalized_ndim, "normalized_ndim", *_INT32)
     ctx, stream, out = _prepare(x, out, stream)
     _check(_lib.kf_fused_layer_norm_activation(
         ctx.handle, x.handle, _h(weight, "weight", False), _h(bias, "bias", False), _h(out, "out"),
@@ -638,8 +664,9 @@ def rms_norm(x, weight=None, *, residual=None, eps=1e-6, activation=None, out=No
 
 
 def softmax(x, mask=None, *, scale=1.0, causal=False, out=None, stream=None):
-    """softmax(scale * x + mask) over the last dim (mask additive, broadcastable); causal hides
-    the columns after each row's query index."""
+    """softmax(scale * x + mask) over the last dim (mask additive, broadcastable). causal hides
+    position (i, j) of x's last two dims [Lq, Lk] where j > i + (Lk - Lq): the diagonal aligned to
+    the bottom-right, so the last query row sees every key (square x: j > i)."""
     ctx, stream, out = _prepare(x, out, stream)
     _check(_lib.kf_fused_softmax(ctx.handle, x.handle, _h(mask, "mask", False), _h(out, "out"),
                                  float(scale), int(bool(causal)), stream.handle))
@@ -675,8 +702,8 @@ def batch_norm(x, weight=None, bias=None, running_mean=None, running_var=None, *
 
 
 def reduce(x, op, axes=None, *, keepdim=False, out=None, stream=None):
-    """op in sum, mean, max, min, sum_squares, mean_abs, l2_norm over `axes` (an int, a sequence,
-    or None for every dim)."""
+    """op in sum, mean, max, min, sum_squares, mean_abs, l2_norm over `axes` (an int, a non-empty
+    sequence of ints, or None for every dim)."""
     try:
         code = _capi.REDUCE_OPS[op]
     except (KeyError, TypeError):
@@ -684,9 +711,12 @@ def reduce(x, op, axes=None, *, keepdim=False, out=None, stream=None):
     _h(x, "x")
     if axes is None:
         axes = tuple(range(x.ndim))
-    elif isinstance(axes, int):
+    elif hasattr(axes, "__index__") or not hasattr(axes, "__iter__"):  # one axis (or a wrong one)
         axes = (axes,)
-    axes = tuple(int(a) for a in axes)
+    axes = tuple(_integer(a, "an axis", *_INT32) for a in axes)
+    if not axes and x.ndim:
+        # The C API reads no axes as every axis; NumPy reads axis=() as none. Neither is guessed.
+        raise ValueError("axes is empty: pass None to reduce over every dim")
     if out is None:  # the library validates the axes; the shape here only needs them in range
         wanted = {a % x.ndim for a in axes if -x.ndim <= a < x.ndim} if x.ndim else set()
         shape = [1 if i in wanted else d for i, d in enumerate(x.shape) if keepdim or i not in wanted]

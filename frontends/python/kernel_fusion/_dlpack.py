@@ -1,9 +1,13 @@
 """DLPack structures (layouts from the DLPack 1.x specification) and the Python capsule protocol
 (`__dlpack__` / `__dlpack_device__`): capsules named "dltensor" hold a DLManagedTensor,
 "dltensor_versioned" a DLManagedTensorVersioned; a consumer renames the capsule to "used_..."
-when it takes ownership, and an unconsumed capsule's destructor calls the tensor's deleter."""
+when it takes ownership. The tensors this package exports are released by release_dropped once
+their capsules are dropped: the deleter runs for those no consumer took."""
 
+import atexit
 import ctypes
+import sys
+import threading
 
 # DLDeviceType values used here (fixed by the specification).
 CPU = 1
@@ -75,35 +79,63 @@ _api.PyCapsule_GetPointer.restype = ctypes.c_void_p
 _api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 _api.PyCapsule_SetName.restype = ctypes.c_int
 _api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
-_api.PyCapsule_IsValid.restype = ctypes.c_int
-_api.PyCapsule_IsValid.argtypes = [ctypes.py_object, ctypes.c_char_p]
 
-_DESTRUCTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-# The capsule functions again, taking the capsule as a bare address: the destructor runs while the
-# capsule is being freed and must not make references to it.
-_is_valid_at = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(
-    ("PyCapsule_IsValid", _api)
-)
-_pointer_at = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(
-    ("PyCapsule_GetPointer", _api)
-)
+# Exported capsules not yet released. They carry no destructor: a capsule's destructor can run
+# while its consumer's exception is pending (NumPy refusing a bfloat16 tensor drops the capsule
+# then), and a destructor written in Python through ctypes cannot keep that exception: it was
+# turned into a SystemError and the tensor's deleter never ran. Instead this module keeps each
+# capsule it made and releases it (release_dropped) once it alone holds it: the deleter runs if
+# no consumer took the tensor (renamed the capsule "used_...").
+_exported = []
+_exported_lock = threading.Lock()
 
 
-@_DESTRUCTOR
-def _destroy_capsule(address):
-    # A capsule that a consumer renamed ("used_...") is that consumer's to release.
-    for name, kind in ((VERSIONED, DLManagedTensorVersioned), (LEGACY, DLManagedTensor)):
-        if _is_valid_at(address, name):
-            managed = ctypes.cast(_pointer_at(address, name), ctypes.POINTER(kind))
-            if managed.contents.deleter:
-                managed.contents.deleter(managed)
-            return
+def _unshared_refcount():
+    """sys.getrefcount of a list element that nothing else holds, read as release_dropped reads it."""
+    probe = [object()]
+    return sys.getrefcount(probe[0])
 
 
 def make_capsule(managed_address, versioned):
-    """A capsule owning the DLManagedTensor(Versioned) at managed_address."""
+    """A capsule holding the DLManagedTensor(Versioned) at managed_address, kept here until released
+    (release_dropped)."""
+    release_dropped()
     name = VERSIONED if versioned else LEGACY
-    return _api.PyCapsule_New(managed_address, name, ctypes.cast(_destroy_capsule, ctypes.c_void_p))
+    capsule = _api.PyCapsule_New(managed_address, name, None)
+    with _exported_lock:
+        _exported.append(capsule)
+    return capsule
+
+
+def release_dropped():
+    """Releases the exported capsules that only this module still holds: the tensor's deleter runs
+    where no consumer took it. Called at every export, when a tensor or context closes, for memory
+    statistics, and at exit."""
+    unshared = _unshared_refcount()
+    # Not blocking: a finalizer (a tensor's __del__, run by a collection inside this very section)
+    # or another thread that finds the list busy leaves the release to the next call.
+    if not _exported_lock.acquire(blocking=False):
+        return
+    try:
+        dropped = [k for k in range(len(_exported)) if sys.getrefcount(_exported[k]) <= unshared]
+        released = [_exported[k] for k in dropped]
+        for k in reversed(dropped):
+            del _exported[k]
+    finally:
+        _exported_lock.release()
+    for capsule in released:
+        name = _api.PyCapsule_GetName(capsule)
+        for unused, used, kind in ((VERSIONED, USED_VERSIONED, DLManagedTensorVersioned),
+                                   (LEGACY, USED_LEGACY, DLManagedTensor)):
+            if name == unused:
+                address = _api.PyCapsule_GetPointer(capsule, unused)
+                managed = ctypes.cast(address, ctypes.POINTER(kind))
+                if managed.contents.deleter:
+                    managed.contents.deleter(managed)
+                _api.PyCapsule_SetName(capsule, used)  # released: never twice
+
+
+atexit.register(release_dropped)
 
 
 def open_capsule(capsule):

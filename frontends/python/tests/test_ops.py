@@ -207,6 +207,21 @@ def test_op_errors_name_the_problem(ctx, rng):
         kf.reduce(x, "sum", 5)
     with pytest.raises(ValueError, match="activation"):
         kf.add_activation(x, x, activation="swish")
+    # Integers that ctypes would wrap, empty and non-integer axes: refused here, never guessed.
+    with pytest.raises(ValueError, match="axis"):
+        kf.reduce(x, "sum", 2**32)
+    with pytest.raises(ValueError, match="axes is empty"):
+        kf.reduce(x, "sum", ())
+    with pytest.raises(TypeError, match="axis"):
+        kf.reduce(x, "sum", 1.5)
+    assert kf.reduce(x, "sum", np.int64(1)).shape == (4,)
+    with pytest.raises(ValueError, match="normalized_ndim"):
+        kf.layer_norm(x, normalized_ndim=2**32 + 1)
+    for seed in (2**64, -1):
+        with pytest.raises(ValueError, match="seed"):
+            kf.gelu_dropout(x, 0.5, seed=seed)
+    with pytest.raises(ValueError, match="offset"):
+        kf.gelu_dropout(x, 0.5, offset=2**64 + 3)
     with pytest.raises(TypeError, match="kernel_fusion.Tensor"):
         kf.softmax(np.ones(3))
     closed = to_kf(ctx, np.ones((4, 8), np.float32))
