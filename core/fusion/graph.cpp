@@ -131,7 +131,7 @@ std::vector<ValueRule> value_rules(const Graph& g) {
         break;
       case NodeKind::read_image:
       case NodeKind::color:
-        if (!is_floating(n.dtype)) mark(n, ValueRule::integer);
+        if (!is_floating(n.dtype)) mark(n, ValueRule::held);
         break;
       case NodeKind::binary:
       case NodeKind::clamp:
@@ -149,13 +149,36 @@ std::vector<ValueRule> value_rules(const Graph& g) {
   return rules;
 }
 
-bool satisfies(ValueRule rule, double value) noexcept {
+namespace {
+
+// The values an integer dtype holds, as doubles: [lo, hi] (hi_open: [lo, hi), for int64, whose
+// largest value a double cannot hold; 2^63 is exact in a double).
+void integer_range(kf_dtype_t dtype, double* lo, double* hi, bool* hi_open) {
+  *hi_open = false;
+  switch (dtype) {
+    case KF_DTYPE_INT8: *lo = -128.0, *hi = 127.0; return;
+    case KF_DTYPE_UINT8: *lo = 0.0, *hi = 255.0; return;
+    case KF_DTYPE_INT32: *lo = -2147483648.0, *hi = 2147483647.0; return;
+    default: *lo = -9223372036854775808.0, *hi = 9223372036854775808.0, *hi_open = true; return;
+  }
+}
+
+}  // namespace
+
+bool satisfies(ValueRule rule, double value, kf_dtype_t dtype) noexcept {
   switch (rule) {
     case ValueRule::any: return true;
-    // 2^63 is exact in a double; [-2^63, 2^63) is what converts to int64 without overflow.
+    // [-2^63, 2^63) is what converts to int64 without overflow.
     case ValueRule::integer:
       return std::isfinite(value) && value >= -9223372036854775808.0 &&
              value < 9223372036854775808.0;
+    case ValueRule::held: {
+      double lo, hi;
+      bool hi_open;
+      integer_range(dtype, &lo, &hi, &hi_open);
+      return std::isfinite(value) && std::floor(value) == value && value >= lo &&
+             (hi_open ? value < hi : value <= hi);
+    }
     case ValueRule::finite: return std::isfinite(value);
     case ValueRule::nonzero: return std::isfinite(value) && value != 0.0;
   }
@@ -163,9 +186,19 @@ bool satisfies(ValueRule rule, double value) noexcept {
 }
 
 void check_value(const Graph& g, ValueRule rule, int32_t node, int32_t index, double value) {
-  if (satisfies(rule, value)) return;
-  const std::string name = value_name(g.nodes[static_cast<size_t>(node)], index);
+  const Node& n = g.nodes[static_cast<size_t>(node)];
+  if (satisfies(rule, value, n.dtype)) return;
+  const std::string name = value_name(n, index);
   switch (rule) {
+    case ValueRule::held: {
+      double lo, hi;
+      bool hi_open;
+      integer_range(n.dtype, &lo, &hi, &hi_open);
+      fail(KF_ERROR_INVALID_ARGUMENT,
+           "%s of node %d is %g, but the node gives %s values: it must be an integer from %.0f to "
+           "%.0f%s",
+           name.c_str(), node, value, dtype_name(n.dtype), lo, hi, hi_open ? " (exclusive)" : "");
+    }
     case ValueRule::integer:
       fail(KF_ERROR_INVALID_ARGUMENT,
            "%s of node %d is %g, but the node is used as an integer value: it must be finite and "

@@ -86,6 +86,7 @@ inline kf_dtype_t operand_dtype(const Node& n, kf_dtype_t other) {
 enum class ValueRule : uint8_t {
   any,      // any double (a floating operand may well be NaN or infinite)
   integer,  // meets an integer dtype: finite and inside the int64 range
+  held,     // an integer image read's border value or alpha: an integer its dtype holds
   finite,   // normalize scale and mean
   nonzero,  // normalize std: finite and not zero
 };
@@ -93,8 +94,8 @@ enum class ValueRule : uint8_t {
 // The rule of every slot of g.values, derived from the nodes that own and use each slot.
 std::vector<ValueRule> value_rules(const Graph& g);
 
-// Whether `value` satisfies `rule`.
-bool satisfies(ValueRule rule, double value) noexcept;
+// Whether `value` satisfies `rule`; `dtype` is the owning node's (ValueRule::held).
+bool satisfies(ValueRule rule, double value, kf_dtype_t dtype = KF_DTYPE_INT64) noexcept;
 
 // Throws INVALID_ARGUMENT, naming the node and its value (e.g. "std[1] of node 4"), unless
 // `value` satisfies `rule` as value `index` of node `node`.

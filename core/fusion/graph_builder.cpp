@@ -399,10 +399,10 @@ void add_read(kf_graph_t* handle, int32_t image, const kf_image_read_desc_t* des
   node.read.full_range = desc->full_range != 0;
   const bool resamples = interpolation == KF_INTERP_BILINEAR || src.input.kind == KF_INPUT_NV12;
   node.dtype = !resamples || src.dtype == KF_DTYPE_FLOAT64 ? src.dtype : KF_DTYPE_FLOAT32;
-  KF_REQUIRE_ARG(is_floating(node.dtype) || satisfies(ValueRule::integer, desc->border_value),
-                 "desc->border_value is %g, but this read gives %s values: it must be finite and "
-                 "inside the int64 range",
-                 desc->border_value, dtype_name(node.dtype));
+  KF_REQUIRE_ARG(
+      is_floating(node.dtype) || satisfies(ValueRule::held, desc->border_value, node.dtype),
+      "desc->border_value is %g, but this read gives %s values, which cannot hold it",
+      desc->border_value, dtype_name(node.dtype));
   add_node(g, node, std::vector<double>(static_cast<size_t>(node.channels), desc->border_value),
            out_node);
 }

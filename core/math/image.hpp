@@ -177,7 +177,10 @@ KF_HOST_DEVICE AxisSample axis_sample(int o, int content_origin, int content_siz
   if constexpr (Interp == interp::none) {
     s.i0 = source_index<Border>(o, crop_origin, crop_size, image_size);
   } else if constexpr (Interp == interp::nearest) {
-    long long i = static_cast<long long>(floorf(mul_rn(static_cast<float>(oc) + 0.5f, scale)));
+    // floor((oc + 0.5) * crop_size / content_size) exactly, in integers (oc >= 0 here). In f32,
+    // through the rounded scale, the product fell just below the whole numbers it should reach:
+    // a crop of 4 resized to 47 read pixel 1, not 2, at output 23 (23.5 * 4 / 47 = 2).
+    long long i = (2LL * oc + 1) * crop_size / (2LL * content_size);
     i = i < 0 ? 0 : (i >= crop_size ? crop_size - 1 : i);
     s.i0 = source_index<Border>(i, crop_origin, crop_size, image_size);
   } else {

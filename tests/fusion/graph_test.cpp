@@ -460,6 +460,11 @@ TEST_F(GraphTest, ImageInputsAreOnlyRead) {
   desc.border_value = std::nan("");
   EXPECT_FAILS(kf_graph_read_image(g, image, &desc, &id), KF_ERROR_INVALID_ARGUMENT,
                "gives uint8 values");
+  for (double v : {300.0, -1.0, 1.5}) {  // values a u8 read cannot hold (-1 had become 255)
+    desc.border_value = v;
+    EXPECT_FAILS(kf_graph_read_image(g, image, &desc, &id), KF_ERROR_INVALID_ARGUMENT,
+                 "cannot hold it");
+  }
   EXPECT_EQ(id, kUntouched);
   desc.interpolation = KF_INTERP_BILINEAR;  // a float32 read may have any border value
   EXPECT_GE(read(image, desc), 0);

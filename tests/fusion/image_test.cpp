@@ -5,8 +5,8 @@
 // channels, NV12 in
 // BT.601/BT.709 video and full range, every colour conversion, as-is / planar / batched outputs,
 // and 50 crops of one frame in one launch. Coordinates follow graph.h / core/math/image.hpp:
-// the documented f32 steps (scale, sample positions) are computed the same way here, the values
-// in double.
+// the documented f32 steps of bilinear reads (scale, sample positions) are computed the same way
+// here, nearest reads' source pixels exactly, the values in double.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -78,10 +78,11 @@ Img resize(const Img& src, int w, int h, kf_interpolation_t interp, kf_border_t 
       if (interp == KF_INTERP_NONE) {
         p = sample(src, x, y, mode, border);
       } else if (interp == KF_INTERP_NEAREST) {
-        const int64_t i = std::clamp<int64_t>(
-            static_cast<int64_t>(std::floor((static_cast<float>(x) + 0.5f) * sx)), 0, src.w - 1);
-        const int64_t j = std::clamp<int64_t>(
-            static_cast<int64_t>(std::floor((static_cast<float>(y) + 0.5f) * sy)), 0, src.h - 1);
+        // floor((x + 0.5) * src.w / w), exactly.
+        const int64_t i =
+            std::clamp<int64_t>((2 * int64_t{x} + 1) * src.w / (2 * int64_t{w}), 0, src.w - 1);
+        const int64_t j =
+            std::clamp<int64_t>((2 * int64_t{y} + 1) * src.h / (2 * int64_t{h}), 0, src.h - 1);
         p = sample(src, i, j, mode, border);
       } else {
         const float u = (static_cast<float>(x) + 0.5f) * sx - 0.5f;
@@ -357,6 +358,60 @@ TEST_F(ImageTest, CropResizeConvertNormalize) {
         }
         if (HasFailure()) return;
       }
+}
+
+// Nearest reads take crop pixel floor((x + 0.5) * crop_w / content_w) exactly, also where that is
+// a whole number: in f32, through a rounded scale, a row of 4 resized to 47 read pixel 1 at
+// output 23 (23.5 * 4 / 47 = 2). Plain and letterboxed (4 x 4 into 55 x 47), u8.
+TEST_F(ImageTest, NearestReadsTheDocumentedPixelAtWholeNumbers) {
+  struct Case {
+    int out_w, out_h, keep;
+  };
+  for (const Case& c : {Case{47, 1, 0}, Case{55, 47, 1}, Case{94, 3, 0}}) {
+    const int side = c.keep ? 4 : 1;
+    SCOPED_TRACE("4x" + std::to_string(side) + " -> " + std::to_string(c.out_w) + "x" +
+                 std::to_string(c.out_h) + (c.keep ? " letterboxed" : ""));
+    kf_image_read_desc_t desc = KF_IMAGE_READ_DESC_INIT;
+    desc.crop = 1;
+    desc.interpolation = KF_INTERP_NEAREST;
+    desc.keep_aspect_ratio = c.keep;
+    desc.border_value = 99.0;
+    fusion_test::GraphHandle g(ctx());
+    Builder b{g};
+    const int32_t read = b.read(b.image(KF_DTYPE_UINT8, 1), desc);
+    b.output(read);
+    fusion_test::KernelHandle k = fusion_test::compile(g, 1);
+    ASSERT_NE(k.k, nullptr);
+    std::vector<Num> pixels(static_cast<size_t>(4 * side));
+    for (size_t p = 0; p < pixels.size(); ++p) pixels[p].i = pixels[p].f = 10 + static_cast<int>(p);
+    const DeviceTensor frame = upload_image(pixels, KF_DTYPE_UINT8, {side, 4, 1}, false);
+    DeviceTensor out = output(KF_DTYPE_UINT8, {c.out_h, c.out_w, 1});
+    // A border value the u8 read cannot hold is refused at launch too.
+    for (double v : {256.0, -1.0, 0.5}) {
+      EXPECT_EQ(fusion_test::launch(k, 1, {frame.handle()}, {out.handle()},
+                                    {kf_rect_t{0, 0, 4, side}}, {{read, 0, v}}),
+                KF_ERROR_INVALID_ARGUMENT)
+          << "border value " << v;
+    }
+    launch_ok(k, 1, {frame.handle()}, {out.handle()}, {kf_rect_t{0, 0, 4, side}});
+    const std::vector<Num> got = fusion_test::download(out, "nearest read");
+    // The content rectangle: the whole output, or the letterbox's centred square.
+    const int content = c.keep ? std::min(c.out_w, c.out_h) : 0;
+    const int cx = c.keep ? (c.out_w - content) / 2 : 0, cy = c.keep ? (c.out_h - content) / 2 : 0;
+    const int cw = c.keep ? content : c.out_w, ch = c.keep ? content : c.out_h;
+    for (int y = 0; y < c.out_h; ++y)
+      for (int x = 0; x < c.out_w; ++x) {
+        const int ox = x - cx, oy = y - cy;
+        int64_t want = 99;
+        if (ox >= 0 && ox < cw && oy >= 0 && oy < ch) {
+          const int64_t i = (2 * int64_t{ox} + 1) * 4 / (2 * int64_t{cw});
+          const int64_t j = (2 * int64_t{oy} + 1) * side / (2 * int64_t{ch});
+          want = 10 + j * 4 + i;
+        }
+        EXPECT_EQ(got[static_cast<size_t>(y) * c.out_w + x].i, want)
+            << "at (" << x << ", " << y << ")";
+      }
+  }
 }
 
 // Every colour conversion on u8 and f32 pixels (3- and 4-channel images), with RGB-to-RGBA's
