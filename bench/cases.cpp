@@ -56,7 +56,7 @@ std::string spot_check(const CaseResult& r, const ShapeData& data, kf_tensor_t* 
   check(kf_tensor_copy_to_host(out, scratch->data(), scratch->size(), stream),
         "kf_tensor_copy_to_host");
   const size_t hidden = static_cast<size_t>(r.shape.back());
-  const size_t step = std::max<size_t>(1, count / kSpotCheckSamples);
+  const size_t step = sample_step(count, kSpotCheckSamples);
   auto mismatch_at = [&](size_t i) {
     const double a = element_at(data.a, r.dtype, i);
     const double b =

@@ -11,6 +11,15 @@
 
 namespace kf_bench {
 
+// The step between the outputs a check compares, for about `samples` of `count`: odd where it is
+// more than one, so that the samples fall on every position of a 16-byte vector. (A power-of-two
+// count over a power-of-two number of samples gave a step that was a multiple of every vector
+// width, and the checks of long rows looked only at each vector's first element.)
+inline size_t sample_step(size_t count, size_t samples) {
+  const size_t step = count / samples;
+  return step <= 1 ? 1 : (step | 1);
+}
+
 enum class Op { kAdd, kMul };
 
 const char* op_name(Op op);

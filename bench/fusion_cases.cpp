@@ -79,7 +79,7 @@ std::string check_chain(const std::vector<unsigned char>& x, const kf_tensor_t* 
     for (int k = 0; k < n_ops; ++k) want = apply_step(kChain[k], want);
     return mismatch("out", i, element_at(got, dtype, i), want, tol);
   };
-  const size_t step = std::max<size_t>(1, count / kSamples);
+  const size_t step = sample_step(count, kSamples);
   for (size_t i = 0; i < count; i += step) {
     const std::string problem = problem_at(i);
     if (!problem.empty()) return problem;

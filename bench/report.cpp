@@ -93,6 +93,10 @@ std::string json_or_null(const std::string& text) {
 // names) that left some of its rows out; empty when they can.
 std::string unevaluated_reason(const RunInfo& info, const std::string& narrowing_options) {
   std::string reason = info.checked ? "" : kUnchecked;
+  // PERF.md's method times the median of at least 100 runs (the CUDA default).
+  if (is_cuda(info) && info.iters < 100)
+    reason += std::string(reason.empty() ? "" : "; ") + "fewer than 100 timed runs (--iters " +
+              std::to_string(info.iters) + ")";
   if (narrowing_options.empty()) return reason;
   return reason + (reason.empty() ? "" : "; ") + narrowing_options + " left some of its rows out";
 }
@@ -357,7 +361,7 @@ void print_op_targets(const RunInfo& info, const std::vector<OpResult>& results,
     std::string worst;
     const std::string target = g.target;
     for (const OpResult& r : results) {
-      if (r.target != target) continue;
+      if (r.target != target || !cuda_target_dtype(r.dtype)) continue;  // f64 rows: shown only
       // Judged at the size the target names: 256 MiB of traffic or more for the large rows and
       // the row lengths (a smaller --large-mib measures them unjudged), the 8192 x 8192
       // for the column reduction (another --large-mib scales that shape).
