@@ -17,6 +17,7 @@ constexpr double kMiB = 1024.0 * 1024.0;
 constexpr int64_t kHidden = 4096;
 constexpr size_t kSamples = 1024;  // outputs compared per checked row (or per tensor)
 constexpr double kEps = 1e-5;
+constexpr double kMomentum = 0.1;  // batch norm training's weight of the batch statistics
 constexpr double kDropP = 0.1;
 
 // What one case holds: host inputs (the reference reads them), one group of tensors per buffer
@@ -585,12 +586,16 @@ void OpCaseRunner::add_batch_norm(kf_dtype_t dtype, std::vector<Case>* cases) {
       check(
           kf_fused_batch_norm_activation(ctx_, s.set(run, 0), s.shared[0].get(), s.shared[1].get(),
                                          s.shared[2].get(), s.shared[3].get(), s.set(run, 1),
-                                         training, 0.1, kEps, act, KF_LAYOUT_NCHW, stream_),
+                                         training, kMomentum, kEps, act, KF_LAYOUT_NCHW, stream_),
           "kf_fused_batch_norm_activation");
     };
     c.verify = [=](State& s) -> std::string {
       const auto out =
           download(s.sets[0][1].get(), static_cast<size_t>(count) * kf_dtype_size(dtype), stream_);
+      // verify follows one run, so the running statistics have taken exactly one update.
+      const size_t stat_bytes = static_cast<size_t>(channels) * kf_dtype_size(cdt);
+      const auto running_mean = download(s.shared[2].get(), stat_bytes, stream_);
+      const auto running_var = download(s.shared[3].get(), stat_bytes, stream_);
       for (int64_t ch : checked_rows(channels)) {
         double mean = element_at(s.host[3], cdt, static_cast<size_t>(ch));
         double var = element_at(s.host[4], cdt, static_cast<size_t>(ch));
@@ -608,6 +613,21 @@ void OpCaseRunner::add_batch_norm(kf_dtype_t dtype, std::vector<Case>* cases) {
               sq += d * d;
             }
           var = sq / static_cast<double>(batch * plane);
+          const double n = static_cast<double>(batch * plane);
+          const size_t c_at = static_cast<size_t>(ch);
+          const double want_mean =
+              (1 - kMomentum) * element_at(s.host[3], cdt, c_at) + kMomentum * mean;
+          const double want_var =
+              (1 - kMomentum) * element_at(s.host[4], cdt, c_at) + kMomentum * var * n / (n - 1);
+          std::string problem = compare("running_mean", c_at, element_at(running_mean, cdt, c_at),
+                                        want_mean, allowed_for(cdt, want_mean));
+          if (problem.empty())
+            problem = compare("running_var", c_at, element_at(running_var, cdt, c_at), want_var,
+                              allowed_for(cdt, want_var));
+          if (!problem.empty()) return problem;
+        } else if (element_at(running_mean, cdt, static_cast<size_t>(ch)) != mean ||
+                   element_at(running_var, cdt, static_cast<size_t>(ch)) != var) {
+          return "inference changed the running statistics of channel " + std::to_string(ch);
         }
         const double scale =
             element_at(s.host[1], cdt, static_cast<size_t>(ch)) / std::sqrt(var + kEps);
