@@ -90,9 +90,13 @@ int run(int argc, char** argv) {
   info.device.struct_size = sizeof info.device;
   check(kf_get_device_properties(device_type, 0, &info.device), "kf_get_device_properties");
 
-  // The ceiling: a copy at least as large as the large tensors and at least 4x L2.
+  // The ceiling: a copy at least as large as the large tensors and at least 4x the last-level
+  // cache (L2 on CUDA; on the CPU L3, which a copy sized by L2 could sit in). --quick measures
+  // nothing and keeps to L2, so that a smoke run does not copy gigabytes on a large CPU.
+  const uint64_t cache_bytes = cache_to_outgrow(info.device);
   const size_t large_bytes = static_cast<size_t>(options.large_mib * kMiB);
-  const size_t ceiling_bytes = std::max<size_t>(large_bytes, 4 * info.device.l2_cache_bytes);
+  const size_t ceiling_bytes =
+      std::max<size_t>(large_bytes, 4 * (options.quick ? info.device.l2_cache_bytes : cache_bytes));
   if (device_type == KF_DEVICE_CUDA) {
     info.ceiling =
         measure_device_copy(0, ceiling_bytes, options.warmup, std::max(options.iters, 20));
@@ -103,7 +107,7 @@ int run(int argc, char** argv) {
   }
   print_header(info);
 
-  CaseRunner runner(options, ctx.get(), stream.get(), device_type, cache_to_outgrow(info.device));
+  CaseRunner runner(options, ctx.get(), stream.get(), device_type, cache_bytes);
   std::vector<CaseResult> results;
   HostCostResult host_cost;
   if (options.elementwise_suite()) {
@@ -115,8 +119,7 @@ int run(int argc, char** argv) {
   }
   std::vector<OpResult> op_rows;
   if (options.ops_suite()) {
-    OpCaseRunner op_runner(options, ctx.get(), stream.get(), device_type,
-                           cache_to_outgrow(info.device));
+    OpCaseRunner op_runner(options, ctx.get(), stream.get(), device_type, cache_bytes);
     print_op_table_header();
     op_rows = op_runner.run_all([&](const OpResult& r) { print_op_row(r, info.ceiling.gbps); });
     if (device_type == KF_DEVICE_CUDA && !options.quick) {
