@@ -311,7 +311,8 @@ class Context(_Owned):
         """Imports any DLPack producer (an object with __dlpack__ and __dlpack_device__) without
         copying. On CUDA the producer orders its pending work before `stream` (default: the
         context's), as the protocol asks. The producer's memory is released when the last tensor
-        using it is closed."""
+        using it is closed. A Tensor of this context is returned as it is; one of another Context
+        raises DeviceMismatchError (move data between contexts with copies, not views)."""
         if isinstance(obj, Tensor):
             if obj.context is not self:
                 raise DeviceMismatchError(7, "the tensor belongs to another Context")
