@@ -457,6 +457,58 @@ TEST_P(BatchNormTest, StridedViews) {
 INSTANTIATE_TEST_SUITE_P(AllTypes, BatchNormTest, row_test::float_dtypes(),
                          row_test::dtype_param_name);
 
+// ---- 2^32 elements --------------------------------------------------------------------------
+
+class BatchNormHuge : public row_test::DeviceTest {};
+
+// Inference over 2^32 - 64 elements, just under 2^32, that the vector kernel does not take (x is
+// a broadcast view): the CUDA backend's element kernel must index them in 64 bits. Its 32-bit
+// form stepped e += 2^20 past 2^32 and wrapped back to each thread's first element, so the
+// launch never ended. "Huge" in the name keeps it out of .ci/gpu.sh's sanitizer runs (out is
+// 8 GiB of f16).
+TEST_F(BatchNormHuge, InferenceJustUnderTwoToThe32Elements) {
+  if (kf_test::device_under_test() != KF_DEVICE_CUDA)
+    GTEST_SKIP() << "the 32-bit index bound is the CUDA kernel's; the CPU would take minutes";
+  const kf_dtype_t dtype = KF_DTYPE_FLOAT16;
+  const int64_t channels = 64, plane = (int64_t{1} << 26) - 1;  // 2^32 - 64 elements
+  const Shape shape{1, channels, plane};
+  Tensor x_values = tensor({channels}, dtype);
+  const auto xv = fill(x_values, dtype, size_t(channels), base_seed() + 41);
+  Tensor x = make_view(x_values, dtype, shape, {0, 1, 0}, 0);  // x[0, c, p] = xv[c]
+  const kf_tensor_desc_t desc = kf_test::make_desc(dtype, shape);
+  kf_tensor_t* out_handle = nullptr;
+  const kf_result_t r = kf_tensor_create(ctx(), &desc, &out_handle);
+  if (r == KF_ERROR_OUT_OF_MEMORY)
+    GTEST_SKIP() << "the device cannot hold out: " << kf_get_last_error_message();
+  ASSERT_EQ(r, KF_SUCCESS) << kf_get_last_error_message();
+  Tensor out(out_handle);
+  Tensor w = tensor({channels}, KF_DTYPE_FLOAT32), b = tensor({channels}, KF_DTYPE_FLOAT32);
+  Tensor rm = tensor({channels}, KF_DTYPE_FLOAT32), rv = tensor({channels}, KF_DTYPE_FLOAT32);
+  const auto wv = fill(w, KF_DTYPE_FLOAT32, size_t(channels), base_seed() + 42, 0.5, 2.0);
+  const auto bv = fill(b, KF_DTYPE_FLOAT32, size_t(channels), base_seed() + 43);
+  const auto rmv = fill(rm, KF_DTYPE_FLOAT32, size_t(channels), base_seed() + 44);
+  const auto rvv = fill(rv, KF_DTYPE_FLOAT32, size_t(channels), base_seed() + 45, 0.5, 2.5);
+  // Windows of every channel at the start, a third of the way in and the end of each plane;
+  // the last element is 2^32 - 65.
+  const int64_t window = 512;
+  const std::vector<int64_t> starts{0, plane / 3, plane - window};
+  for (int64_t at : starts)
+    kf_test::poison(make_view(out, dtype, {channels, window}, {plane, 1}, at));
+  KF_ASSERT_OK(kf_fused_batch_norm_activation(ctx(), x, w, b, rm, rv, out, 0, 0.1, 1e-5,
+                                              KF_ACTIVATION_SILU, KF_LAYOUT_NCHW, nullptr));
+  std::vector<double> want;
+  for (int64_t c = 0; c < channels; ++c) {
+    const size_t k = static_cast<size_t>(c);
+    const double y = (xv[k] - rmv[k]) / std::sqrt(rvv[k] + 1e-5) * wv[k] + bv[k];
+    want.insert(want.end(), size_t(window), reference_activation(KF_ACTIVATION_SILU, y));
+  }
+  for (int64_t at : starts) {
+    kf_test::expect_close(
+        kf_test::download(make_view(out, dtype, {channels, window}, {plane, 1}, at)), want,
+        kf_test::tolerance(dtype), "out[:, " + std::to_string(at) + " +512]");
+  }
+}
+
 // ---- errors -------------------------------------------------------------------------------------
 
 class BatchNormErrors : public row_test::DeviceTest {};

@@ -246,11 +246,18 @@ void launch_inference(const Plan& p, int32_t device, cudaStream_t stream) {
                          static_cast<Index>(head));
 }
 
+// The largest element count the 32-bit kernels take: a thread's index e < total must stay
+// below 2^32 after its last step (e += gridDim.x * threads, up to max_blocks * threads), or it
+// wraps to its first index and the loop never ends (2^20 divides 2^32).
+constexpr int64_t kLastNarrowIndex = int64_t{0xffffffff} -
+                                     InferencePolicy::max_blocks * InferencePolicy::threads -
+                                     2 * InferencePolicy::vector_bytes;
+
 template <class S>
 void launch(const Plan& p, int32_t device, cudaStream_t stream) {
   if (launch_vector_inference<S>(p, device, stream))
     ;
-  else if (p.elements.row_length <= int64_t{0xffffffff} - 2 * InferencePolicy::vector_bytes)
+  else if (p.elements.row_length <= kLastNarrowIndex)
     launch_inference<S, uint32_t>(p, device, stream);
   else
     launch_inference<S, int64_t>(p, device, stream);
