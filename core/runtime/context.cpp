@@ -85,30 +85,26 @@ void destroy_context_object(kf_context_t* ctx) noexcept {
     graphs.swap(ctx->graphs);
     fused_kernels.swap(ctx->fused_kernels);
   }
-  for (kf_graph_t* g : graphs) {
-    unregister_handle(g);
-    delete_graph(g);
-  }
+  // Every child dies as a handle before any is deleted: a tensor's deleter may call back into
+  // the library (destroying a tensor it kept alive), and must then find it gone, not delete it
+  // a second time.
+  for (kf_graph_t* g : graphs) unregister_handle(g);
+  for (kf_fused_kernel_t* k : fused_kernels) unregister_handle(k);
+  for (kf_tensor_t* t : tensors) unregister_handle(t);
+  for (kf_event_t* e : events) unregister_handle(e);
+  for (kf_stream_t* s : streams)
+    if (s != ctx->default_stream) unregister_handle(s);
+  for (kf_graph_t* g : graphs) delete_graph(g);
   // Compiled programs (CUDA modules) go before the streams they ran on.
-  for (kf_fused_kernel_t* k : fused_kernels) {
-    unregister_handle(k);
-    delete_fused_kernel(k);
-  }
+  for (kf_fused_kernel_t* k : fused_kernels) delete_fused_kernel(k);
   ctx->kernel_cache.reset();
-  for (kf_tensor_t* t : tensors) {
-    unregister_handle(t);
-    delete_tensor(t);
-  }
+  for (kf_tensor_t* t : tensors) delete_tensor(t);
   for (kf_event_t* e : events) {
-    unregister_handle(e);
     cuda::event_destroy(e->native);
     destroy_handle_object(e);
   }
-  for (kf_stream_t* s : streams) {
-    if (s == ctx->default_stream) continue;
-    unregister_handle(s);
-    delete_stream(s);
-  }
+  for (kf_stream_t* s : streams)
+    if (s != ctx->default_stream) delete_stream(s);
   delete_stream(ctx->default_stream);
   ctx->default_stream = nullptr;
   ctx->pool.reset();  // storages still exported (DLPack) keep it alive

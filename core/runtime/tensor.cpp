@@ -115,6 +115,9 @@ kf_result_t kf_tensor_wrap(kf_context_t* ctx, const kf_tensor_desc_t* desc, void
     size_t reach = static_cast<size_t>(span) * elem;
     KF_REQUIRE_ARG(span == 0 || data != nullptr, "data is NULL but desc (shape %s) has elements",
                    kf::shape_string(d).c_str());
+    // (Views of the tensor are bounded by capacity_bytes: NULL memory has none.)
+    KF_REQUIRE_ARG(data != nullptr || capacity_bytes == 0,
+                   "data is NULL but capacity_bytes is %zu, not 0", capacity_bytes);
     KF_REQUIRE_ARG(
         reach <= capacity_bytes,
         "desc (shape %s, strides %s, %s) reaches %zu bytes from data but capacity_bytes is %zu",

@@ -27,7 +27,9 @@ void copy_row(char* strided, int64_t stride, char* packed, int64_t n, bool to_pa
 // Checks the byte count against the tensor and returns it.
 size_t expected_bytes(const kf_tensor_t* t, size_t bytes, const char* name) {
   int64_t n = element_count(t->desc);
-  size_t want = static_cast<size_t>(n) * dtype_size(t->desc.dtype);
+  size_t want = 0;
+  KF_REQUIRE(!__builtin_mul_overflow(static_cast<size_t>(n), dtype_size(t->desc.dtype), &want),
+             KF_ERROR_INTERNAL, "tensor '%s' has %" PRId64 " elements, past a byte size", name, n);
   KF_REQUIRE_ARG(bytes == want,
                  "tensor '%s' has %" PRId64 " elements (%zu bytes) but %zu bytes were given", name,
                  n, want, bytes);

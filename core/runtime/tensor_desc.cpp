@@ -132,9 +132,13 @@ kf_tensor_desc_t normalize_desc(const kf_tensor_desc_t* desc, const char* name,
                      shape_string(out).c_str(), strides_string(out).c_str());
     }
     span = last + 1;
-    int64_t bytes = 0;
+    // Both the memory the strides reach and the elements packed (a broadcast view reaches
+    // little memory but copies to and from the host packed) must have a byte size.
+    int64_t bytes = 0, packed_bytes = 0;
     KF_REQUIRE_ARG(span > 0 && !__builtin_mul_overflow(span, static_cast<int64_t>(elem), &bytes) &&
-                       static_cast<uint64_t>(bytes) <= SIZE_MAX,
+                       !__builtin_mul_overflow(count, static_cast<int64_t>(elem), &packed_bytes) &&
+                       static_cast<uint64_t>(bytes) <= SIZE_MAX &&
+                       static_cast<uint64_t>(packed_bytes) <= SIZE_MAX,
                    "%s (shape %s, strides %s, %s) needs a byte size that overflows", name,
                    shape_string(out).c_str(), strides_string(out).c_str(), dtype_name(out.dtype));
   }

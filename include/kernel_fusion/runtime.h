@@ -276,7 +276,8 @@ KF_API kf_result_t kf_event_destroy(kf_event_t* e);
  * @param[out] out The new tensor; its contents are uninitialised.
  * @retval KF_ERROR_INVALID_HANDLE @p ctx is not live.
  * @retval KF_ERROR_INVALID_ARGUMENT @p desc or @p out is NULL; ndim outside 0..8; a negative
- *         dimension or stride; an unknown dtype; a byte size that overflows.
+ *         dimension or stride; an unknown dtype; a byte size that overflows (of the memory the
+ *         strides reach, or of the elements packed).
  * @retval KF_ERROR_OUT_OF_MEMORY the pool is exhausted or the context's limit would be exceeded.
  */
 KF_API kf_result_t kf_tensor_create(kf_context_t* ctx, const kf_tensor_desc_t* desc,
@@ -305,8 +306,9 @@ KF_API kf_result_t kf_tensor_create_async(kf_context_t* ctx, const kf_tensor_des
  *        this memory is destroyed; NULL to keep ownership. Not called if this call fails.
  * @param user_data Passed to @p deleter.
  * @param[out] out The new tensor.
- * @retval KF_ERROR_INVALID_ARGUMENT NULL @p data with a non-empty shape; strides that reach
- *         past @p capacity_bytes; the same errors as kf_tensor_create().
+ * @retval KF_ERROR_INVALID_ARGUMENT NULL @p data with a non-empty shape or a nonzero
+ *         @p capacity_bytes; strides that reach past @p capacity_bytes; the same errors as
+ *         kf_tensor_create().
  */
 KF_API kf_result_t kf_tensor_wrap(kf_context_t* ctx, const kf_tensor_desc_t* desc, void* data,
                                   size_t capacity_bytes, kf_deleter_fn deleter, void* user_data,

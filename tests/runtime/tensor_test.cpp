@@ -104,6 +104,13 @@ TEST(Tensor, InvalidDescriptorsAreRefused) {
   KF_EXPECT_ERR(kf_tensor_create(ctx, &d, &t), KF_ERROR_INVALID_ARGUMENT);
   d = make_desc(KF_DTYPE_FLOAT32, {3, 3}, {int64_t{1} << 62, 1});  // extent overflows
   KF_EXPECT_ERR(kf_tensor_create(ctx, &d, &t), KF_ERROR_INVALID_ARGUMENT);
+  // A broadcast whose span is one element but whose packed bytes overflow: (2^61 + 1) * 8 wrapped
+  // to 8, and kf_tensor_copy_to_host took an 8-byte buffer and wrote 2^61 + 1 elements to it.
+  d = make_desc(KF_DTYPE_FLOAT64, {(int64_t{1} << 61) + 1, 1}, {0, 1});
+  KF_EXPECT_ERR(kf_tensor_create(ctx, &d, &t), KF_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kf_get_last_error_message()).find("overflows"), std::string::npos);
+  d = make_desc(KF_DTYPE_FLOAT32, {(int64_t{1} << 62) + 1, 1}, {0, 1});
+  KF_EXPECT_ERR(kf_tensor_create(ctx, &d, &t), KF_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(t, kSentinelTensor);
   // All eight dimensions are fine.
   d = make_desc(KF_DTYPE_UINT8, {2, 1, 2, 1, 2, 1, 2, 3});
@@ -448,6 +455,12 @@ TEST_F(Wrap, FailureNeverCallsTheDeleter) {
                 KF_ERROR_INVALID_ARGUMENT);  // strides reach past the capacity
   KF_EXPECT_ERR(kf_tensor_wrap(ctx_, &d, nullptr, 64 * sizeof(float), &log_deleter, &log, &t),
                 KF_ERROR_INVALID_ARGUMENT);
+  // NULL memory with a capacity: an empty tensor's views were bounded by that capacity and
+  // pointed at NULL + offset.
+  kf_tensor_desc_t none = make_desc(KF_DTYPE_FLOAT32, {0});
+  KF_EXPECT_ERR(kf_tensor_wrap(ctx_, &none, nullptr, 1000, &log_deleter, &log, &t),
+                KF_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kf_get_last_error_message()).find("capacity_bytes"), std::string::npos);
   KF_EXPECT_ERR(kf_tensor_wrap(ctx_, &d, static_cast<char*>(memory_) + 2, 60 * sizeof(float),
                                &log_deleter, &log, &t),
                 KF_ERROR_INVALID_ARGUMENT);  // misaligned
@@ -481,6 +494,44 @@ TEST(WrapHost, PlainHostMemory) {
   KF_ASSERT_OK(kf_tensor_destroy(t));
   EXPECT_EQ(log.calls, 1);
   EXPECT_EQ(log.data, memory.data());
+}
+
+// A deleter that destroys the tensor it kept alive (the owner of the wrapped memory), run by
+// kf_context_destroy: the owner must not be destroyed twice (it was, when the context deleted
+// its tensors one by one and the owner was still a live handle for the deleter's call).
+struct KeepAlive {
+  kf_tensor_t* owner;
+  int calls = 0;
+  kf_result_t destroyed = KF_SUCCESS;
+};
+
+void destroy_owner(void* /*data*/, void* user_data) {
+  auto* k = static_cast<KeepAlive*>(user_data);
+  ++k->calls;
+  k->destroyed = kf_tensor_destroy(k->owner);
+}
+
+TEST(WrapDeleter, MayCallTheLibraryWhileTheContextGoes) {
+  KF_REQUIRE_DEVICE();
+  // The context deletes its tensors in no set order: a few tensors more or fewer vary it.
+  for (int fillers = 0; fillers < 8; ++fillers) {
+    kf_test::Context context;
+    kf_context_t* ctx = context.ctx;
+    kf_tensor_desc_t d = make_desc(KF_DTYPE_FLOAT32, {16});
+    kf_tensor_t *owner = nullptr, *wrapped = nullptr, *filler = nullptr;
+    for (int i = 0; i < fillers; ++i) KF_ASSERT_OK(kf_tensor_create(ctx, &d, &filler));
+    KF_ASSERT_OK(kf_tensor_create(ctx, &d, &owner));
+    KeepAlive keep{owner};
+    void* memory = nullptr;
+    KF_ASSERT_OK(kf_tensor_get_data(owner, &memory));
+    KF_ASSERT_OK(
+        kf_tensor_wrap(ctx, &d, memory, 16 * sizeof(float), &destroy_owner, &keep, &wrapped));
+    context.ctx = nullptr;
+    KF_ASSERT_OK(kf_context_destroy(ctx));
+    EXPECT_EQ(keep.calls, 1);
+    // Every tensor of the context died as a handle before any was deleted.
+    EXPECT_EQ(keep.destroyed, KF_ERROR_INVALID_HANDLE) << fillers << " other tensors";
+  }
 }
 
 TEST_F(Wrap, WithoutDeleterAndEmpty) {
