@@ -148,6 +148,10 @@ void bind_image_item(const Graph& g, const std::vector<Use>& inputs,
                  "%s has shape %s, but an NV12 frame is [H * 3 / 2, W] with H and W even",
                  where_bound(u).c_str(), shape_string(d).c_str());
     }
+    // Replicate and reflect borders read the image's own pixels; an empty image has none.
+    KF_REQUIRE(d.shape[0] > 0 && d.shape[1] > 0, KF_ERROR_SHAPE_MISMATCH,
+               "%s has shape %s: an image read needs at least one pixel", where_bound(u).c_str(),
+               shape_string(d).c_str());
     bind_as_is(u.tensor, &item->inputs[j]);
   }
   item->rank = 2;

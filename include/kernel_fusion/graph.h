@@ -552,7 +552,8 @@ KF_API kf_result_t kf_fused_kernel_get_source(const kf_fused_kernel_t* k, char* 
  *         crops where no read crops), an unknown value override or one the value cannot take
  *         (a std of zero, a non-finite value where it must be finite), an empty crop, outputs
  *         overlapping inputs, each other or themselves, a read-only output.
- * @retval KF_ERROR_SHAPE_MISMATCH tensors whose rank or shape does not match the declaration.
+ * @retval KF_ERROR_SHAPE_MISMATCH tensors whose rank or shape does not match the declaration; an
+ *         empty image (H or W of 0) bound to an image input.
  * @retval KF_ERROR_DTYPE_MISMATCH a tensor of another dtype than declared.
  * @retval KF_ERROR_DEVICE_MISMATCH a tensor or stream of another context.
  */

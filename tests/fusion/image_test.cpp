@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -412,6 +413,41 @@ TEST_F(ImageTest, NearestReadsTheDocumentedPixelAtWholeNumbers) {
             << "at (" << x << ", " << y << ")";
       }
   }
+}
+
+// An empty image (or NV12 frame) has no pixel for a replicate or reflect border to read: such
+// reads indexed row or column -1 (bytes before the image) and the launch succeeded. Every
+// border and interpolation refuses it; the output is left as it was.
+TEST_F(ImageTest, EmptyImagesAreRefusedAtLaunch) {
+  for (kf_border_t border : {KF_BORDER_CONSTANT, KF_BORDER_REPLICATE, KF_BORDER_REFLECT})
+    for (kf_interpolation_t interp : {KF_INTERP_NONE, KF_INTERP_NEAREST, KF_INTERP_BILINEAR})
+      for (int nv12 = 0; nv12 < 2; ++nv12) {
+        SCOPED_TRACE("border " + std::to_string(border) + " interpolation " +
+                     std::to_string(interp) + (nv12 ? " NV12" : " RGB"));
+        kf_image_read_desc_t desc = KF_IMAGE_READ_DESC_INIT;
+        desc.border = border;
+        desc.interpolation = interp;
+        fusion_test::GraphHandle g(ctx());
+        Builder b{g};
+        b.output(b.read(nv12 ? b.nv12() : b.image(KF_DTYPE_UINT8, 3), desc));
+        fusion_test::KernelHandle k = fusion_test::compile(g, 1);
+        ASSERT_NE(k.k, nullptr);
+        const Shape empty_shapes[2][2] = {{{0, 5, 3}, {4, 0, 3}}, {{0, 4}, {6, 0}}};
+        for (const Shape& shape : empty_shapes[nv12]) {
+          const DeviceTensor frame =
+              fusion_test::make_tensor(ctx(), KF_DTYPE_UINT8, shape, false, rng);
+          // NV12 reads and bilinear reads of u8 give f32.
+          const bool f32 = nv12 || interp == KF_INTERP_BILINEAR;
+          DeviceTensor out = output(f32 ? KF_DTYPE_FLOAT32 : KF_DTYPE_UINT8, {2, 2, 3});
+          const std::vector<Num> before = fusion_test::download(out, "poisoned");
+          EXPECT_EQ(fusion_test::launch(k, 1, {frame.handle()}, {out.handle()}, {}),
+                    KF_ERROR_SHAPE_MISMATCH)
+              << kf_get_last_error_message();
+          const std::vector<Num> after = fusion_test::download(out, "untouched");
+          for (size_t i = 0; i < before.size(); ++i)
+            EXPECT_EQ(std::memcmp(&before[i], &after[i], sizeof(Num)), 0) << "element " << i;
+        }
+      }
 }
 
 // Every colour conversion on u8 and f32 pixels (3- and 4-channel images), with RGB-to-RGBA's
