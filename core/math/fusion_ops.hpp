@@ -444,6 +444,25 @@ KF_HOST_DEVICE float float_round_to_odd(double x) {
   return f;
 }
 
+// An integer as a double, rounded to odd: exact below 2^53; above, the bits past double's 53 are
+// cut and the last kept bit set when any was not zero. A plain conversion rounds to nearest
+// there, and can land on a half type's midpoint that x was past (2^62 + 2^54 + 1 became 2^62 +
+// 2^54, which rounds to the even bf16 2^62); rounded to odd, the half type's rounding of the
+// double (through float_round_to_odd) is that of x.
+template <class I>
+KF_HOST_DEVICE double integer_round_to_odd_double(I x) {
+  const bool negative = x < 0;
+  unsigned long long magnitude = static_cast<unsigned long long>(x);
+  if (negative) magnitude = 0ull - magnitude;
+  int dropped = 0;
+  while ((magnitude >> dropped) >> 53 != 0) ++dropped;  // at most 11
+  const unsigned long long kept = magnitude >> dropped;
+  const bool inexact = (magnitude & ((1ull << dropped) - 1ull)) != 0;
+  const double v = static_cast<double>(kept | (inexact ? 1ull : 0ull)) *
+                   static_cast<double>(1ull << dropped);  // both exact
+  return negative ? -v : v;
+}
+
 // The value of dtype To nearest to x (ties to even; overflow to infinity), held in Compute<To>.
 template <int To>
 KF_HOST_DEVICE Compute<To> round_to(float x) {
@@ -831,14 +850,14 @@ KF_HOST_DEVICE Compute<To> cast(Compute<From> x) {
       }
       return round_to<To>(x);
     } else {
-      // Integer to floating: one rounding (f32, f64 directly; halves through f64, exact up to
-      // 2^53, then round-to-odd float).
+      // Integer to floating: one rounding (f32, f64 directly; halves through f64 and then a
+      // round-to-odd float).
       if constexpr (To == dtype::f32) {
         return static_cast<float>(x);
       } else if constexpr (To == dtype::f64) {
         return static_cast<double>(x);
       } else {
-        double v = static_cast<double>(x);
+        double v = integer_round_to_odd_double(x);
         if (saturate) {
           if (v > max_finite<To>()) v = max_finite<To>();
           if (v < -max_finite<To>()) v = -max_finite<To>();

@@ -329,6 +329,68 @@ TEST_F(GraphTest, BinaryOperandsShareADtype) {
   EXPECT_GE(binary(KF_BINARY_ADD, f, converted), 0);
 }
 
+// The bf16 nearest to an integer (ties to even), as its bits: x is exact in long double, and
+// dividing by the quantum of x's binade (8 significant bits) and rounding is one rounding.
+uint16_t bf16_bits_nearest(int64_t x) {
+  const long double v = static_cast<long double>(x);
+  if (x == 0) return 0;
+  int exponent = 0;
+  std::frexp(v, &exponent);  // |v| in [2^(exponent - 1), 2^exponent)
+  const long double quantum = std::ldexp(1.0L, exponent - 8);
+  const float rounded = static_cast<float>(std::nearbyint(v / quantum) * quantum);  // exact
+  uint32_t bits = 0;
+  std::memcpy(&bits, &rounded, sizeof bits);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+// int64 to bf16 in every mode is one rounding. Through double first (53 bits), a value just past
+// a bf16 midpoint could land on the midpoint and then round to even, the wrong way:
+// 2^62 + 2^54 + 1 gave 2^62, not 2^62 + 2^55.
+TEST_F(GraphTest, Int64ToBfloat16RoundsOnce) {
+  std::vector<int64_t> values;
+  for (int length = 54; length <= 63; ++length) {  // past double's 53 bits
+    for (int64_t mantissa : {0x80, 0x81, 0xB5, 0xFE, 0xFF}) {
+      const int shift = length - 8;
+      const int64_t base = mantissa << shift, half = int64_t{1} << (shift - 1);
+      for (int64_t x : {base + half, base + half + 1, base + half - 1, base + 1})
+        for (int64_t sign : {1, -1}) values.push_back(sign * x);
+    }
+  }
+  values.push_back(std::numeric_limits<int64_t>::max());
+  values.push_back(std::numeric_limits<int64_t>::min());
+  values.push_back(12345);
+  for (kf_cast_mode_t mode : {KF_CAST_WRAP, KF_CAST_SATURATE, KF_CAST_SATURATE_ROUND}) {
+    SCOPED_TRACE("mode " + std::to_string(mode));
+    kf_graph_t* graph = nullptr;
+    KF_ASSERT_OK(kf_graph_create(ctx, &graph));
+    int32_t converted = 0;
+    ASSERT_EQ(kf_graph_cast(graph, tensor_input(KF_DTYPE_INT64, 1, graph), KF_DTYPE_BFLOAT16, mode,
+                            &converted),
+              KF_SUCCESS)
+        << kf_get_last_error_message();
+    output(converted, KF_OUTPUT_AS_IS, 0, graph);
+    kf_fused_kernel_t* k = compile(graph);
+    kf_graph_destroy(graph);
+    ASSERT_NE(k, nullptr);
+    const int64_t n = static_cast<int64_t>(values.size());
+    Tensor in = make_tensor(ctx, KF_DTYPE_INT64, {n});
+    Tensor out = make_tensor(ctx, KF_DTYPE_BFLOAT16, {n});
+    KF_ASSERT_OK(kf_tensor_copy_from_host(in, values.data(), values.size() * 8, nullptr));
+    std::vector<uint16_t> got(values.size(), 0x7FC1);
+    KF_ASSERT_OK(kf_tensor_copy_from_host(out, got.data(), got.size() * 2, nullptr));
+    kf_launch_args_t args = KF_LAUNCH_ARGS_INIT;
+    const kf_tensor_t* inputs[] = {in};
+    kf_tensor_t* outputs[] = {out};
+    args.n_items = 1;
+    args.inputs = inputs;
+    args.outputs = outputs;
+    KF_ASSERT_OK(kf_fused_kernel_launch(k, &args, nullptr));
+    KF_ASSERT_OK(kf_tensor_copy_to_host(out, got.data(), got.size() * 2, nullptr));
+    for (size_t i = 0; i < values.size(); ++i)
+      EXPECT_EQ(got[i], bf16_bits_nearest(values[i])) << values[i];
+  }
+}
+
 TEST_F(GraphTest, ConstantsAreWeaklyTyped) {
   const int32_t i = tensor_input(KF_DTYPE_INT32, 1);
   const int32_t two = scalar(2.0);
