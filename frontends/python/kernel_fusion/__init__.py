@@ -509,7 +509,10 @@ class Tensor(_Owned):
     def copy_from_host(self, data, stream=None):
         """Copies a host buffer holding every element in row-major order (blocks the host)."""
         view = memoryview(data)
-        raw = view.cast("B") if view.c_contiguous else memoryview(view.tobytes())
+        if view.nbytes == 0:  # (cast refuses shapes with a zero: np.zeros((3, 0)))
+            raw = memoryview(b"")
+        else:
+            raw = view.cast("B") if view.c_contiguous else memoryview(view.tobytes())
         if raw.nbytes != self.nbytes:
             raise ValueError(f"the buffer holds {raw.nbytes} bytes; the tensor takes {self.nbytes}")
         if raw.readonly:

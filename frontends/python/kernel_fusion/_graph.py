@@ -26,6 +26,10 @@ def _pick(table, key, what):
         raise ValueError(f"{what} must be one of {names}, not {key!r}") from None
 
 
+# Channels of a colour conversion's result, by conversion (graph.h).
+_CONVERTED_CHANNELS = {0: 3, 1: 4, 2: 1, 3: 1, 4: 3, 5: 4, 6: 3, 7: 4}
+
+
 class Graph(_Owned):
     """A graph under construction in a Context (one thread at a time)."""
 
@@ -33,21 +37,36 @@ class Graph(_Owned):
 
     def __init__(self, context):
         self._open(context, _lib.kf_graph_create, context.handle)
+        # Each node's channel count, as the library derives it: normalize() passes C arrays of
+        # one value a channel, whose length the C call cannot check.
+        self._channels = {}
+        self._nv12 = set()
 
-    def _node(self, fn, *args):
+    def _node(self, fn, *args, channels=None):
         node = ctypes.c_int32()
         _check(fn(self.handle, *args, ctypes.byref(node)))
+        if channels is not None:
+            self._channels[node.value] = channels
         return node.value
+
+    def _widest(self, *nodes):
+        known = [self._channels.get(n) for n in nodes]
+        return None if None in known else max(known)
 
     # ---- inputs and constants
 
     def input(self, dtype="float32", rank=1, kind="tensor", channels=1):
         """Declares an input (bound at launch in declaration order): a tensor of `rank` dims, an
         HWC image (kind="image", rank 3, 1/3/4 channels) or an NV12 frame (kind="nv12", uint8)."""
-        desc = _capi.GraphInputDesc(ctypes.sizeof(_capi.GraphInputDesc),
-                                    _pick(_capi.INPUT_KINDS, kind, "kind"),
+        kind = _pick(_capi.INPUT_KINDS, kind, "kind")
+        desc = _capi.GraphInputDesc(ctypes.sizeof(_capi.GraphInputDesc), kind,
                                     _capi.DTYPES[_dtype_name(dtype)][0], rank, channels)
-        return self._node(_lib.kf_graph_input, ctypes.byref(desc))
+        image = kind == _capi.INPUT_KINDS["image"]
+        node = self._node(_lib.kf_graph_input, ctypes.byref(desc),
+                          channels=int(channels) if image else 1)
+        if kind == _capi.INPUT_KINDS["nv12"]:
+            self._nv12.add(node)
+        return node
 
     def image(self, dtype="uint8", channels=3):
         """An HWC image input: a tensor [H, W, channels]."""
@@ -59,28 +78,31 @@ class Graph(_Owned):
 
     def scalar(self, value):
         """A scalar value (weakly typed: it takes the other operand's dtype)."""
-        return self._node(_lib.kf_graph_scalar, float(value))
+        return self._node(_lib.kf_graph_scalar, float(value), channels=1)
 
     def constant(self, values):
         """A per-channel constant of 1..4 values."""
         values = [float(v) for v in values]
         array = (ctypes.c_double * len(values))(*values)
-        return self._node(_lib.kf_graph_constant, len(values), array)
+        return self._node(_lib.kf_graph_constant, len(values), array, channels=len(values))
 
     # ---- elementwise
 
     def unary(self, op, x):
         """op in neg, abs, exp, log, sqrt, rsqrt, square."""
-        return self._node(_lib.kf_graph_unary, _pick(_capi.UNARY_OPS, op, "op"), x)
+        return self._node(_lib.kf_graph_unary, _pick(_capi.UNARY_OPS, op, "op"), x,
+                          channels=self._channels.get(x))
 
     def activation(self, act, x):
         """The fixed ops' activations: none, relu, gelu, gelu_tanh, silu, tanh, sigmoid."""
-        return self._node(_lib.kf_graph_activation, _pick(_capi.ACTIVATIONS, act, "activation"), x)
+        return self._node(_lib.kf_graph_activation, _pick(_capi.ACTIVATIONS, act, "activation"), x,
+                          channels=self._channels.get(x))
 
     def binary(self, op, a, b):
         """op in add, sub, mul, div, min, max, pow, eq, ne, lt, le, gt, ge (NumPy broadcasting;
         comparisons give uint8 0 or 1)."""
-        return self._node(_lib.kf_graph_binary, _pick(_capi.BINARY_OPS, op, "op"), a, b)
+        return self._node(_lib.kf_graph_binary, _pick(_capi.BINARY_OPS, op, "op"), a, b,
+                          channels=self._widest(a, b))
 
     def add(self, a, b):
         return self.binary("add", a, b)
@@ -95,15 +117,15 @@ class Graph(_Owned):
         return self.binary("div", a, b)
 
     def clamp(self, x, lo, hi):
-        return self._node(_lib.kf_graph_clamp, x, lo, hi)
+        return self._node(_lib.kf_graph_clamp, x, lo, hi, channels=self._widest(x, lo, hi))
 
     def where(self, cond, a, b):
-        return self._node(_lib.kf_graph_where, cond, a, b)
+        return self._node(_lib.kf_graph_where, cond, a, b, channels=self._widest(cond, a, b))
 
     def cast(self, x, dtype, mode="wrap"):
         """mode: wrap, saturate or saturate_round (the usual way to write uint8 pixels)."""
         return self._node(_lib.kf_graph_cast, x, _capi.DTYPES[_dtype_name(dtype)][0],
-                          _pick(_capi.CAST_MODES, mode, "mode"))
+                          _pick(_capi.CAST_MODES, mode, "mode"), channels=self._channels.get(x))
 
     # ---- images
 
@@ -117,21 +139,29 @@ class Graph(_Owned):
             int(bool(keep_aspect_ratio)), _pick(_capi.BORDERS, border, "border"),
             float(border_value), _pick(_capi.COLOR_STANDARDS, color_standard, "color_standard"),
             int(bool(full_range)))
-        return self._node(_lib.kf_graph_read_image, image, ctypes.byref(desc))
+        channels = 3 if image in self._nv12 else self._channels.get(image)
+        return self._node(_lib.kf_graph_read_image, image, ctypes.byref(desc), channels=channels)
 
     def color_convert(self, x, conversion):
         """rgb_to_bgr, rgba_to_bgra, rgb_to_gray, bgr_to_gray, rgba_to_rgb, rgb_to_rgba,
         rgba_to_bgr, bgr_to_rgba."""
-        return self._node(_lib.kf_graph_color_convert, x,
-                          _pick(_capi.COLOR_CONVERSIONS, conversion, "conversion"))
+        conversion = _pick(_capi.COLOR_CONVERSIONS, conversion, "conversion")
+        return self._node(_lib.kf_graph_color_convert, x, conversion,
+                          channels=_CONVERTED_CHANNELS[conversion])
 
     def normalize(self, x, mean, std, scale=1.0):
-        """(x * scale - mean[c]) / std[c] per channel."""
+        """(x * scale - mean[c]) / std[c] per channel: one mean and one std for each of x's
+        channels."""
         mean, std = [float(v) for v in mean], [float(v) for v in std]
         if len(mean) != len(std):
             raise ValueError(f"{len(mean)} means for {len(std)} standard deviations")
+        channels = self._channels.get(x)
+        if channels is not None and len(mean) != channels:
+            raise ValueError(f"node {x} has {channels} channel{'s' if channels > 1 else ''}; "
+                             f"normalize takes one mean and one std for each, not {len(mean)}")
         return self._node(_lib.kf_graph_normalize, x, float(scale),
-                          (ctypes.c_double * len(mean))(*mean), (ctypes.c_double * len(std))(*std))
+                          (ctypes.c_double * len(mean))(*mean), (ctypes.c_double * len(std))(*std),
+                          channels=channels)
 
     # ---- outputs and compilation
 

@@ -82,6 +82,25 @@ def test_crops_of_one_frame_in_one_launch(ctx, rng):
         assert_close(out.numpy()[i], expected, "float32", scale=4)
 
 
+def test_normalize_takes_one_mean_and_std_a_channel(ctx):
+    # The C call reads one mean and one std for each of x's channels from bare pointers: a
+    # shorter list was read past its end.
+    g = kf.Graph(ctx)
+    rgb = g.read_image(g.image("uint8", channels=3))
+    for short in ([0.5], [0.5, 0.5], [0.5] * 4):
+        with pytest.raises(ValueError, match="3 channels"):
+            g.normalize(rgb, short, short)
+    gray = g.color_convert(rgb, "rgb_to_gray")
+    with pytest.raises(ValueError, match="1 channel;"):
+        g.normalize(gray, [0.5] * 3, [0.2] * 3)
+    frame = g.read_image(g.nv12())  # NV12 reads give RGB
+    wide = g.add(g.cast(frame, "float32"), g.constant([1.0, 2.0, 3.0]))
+    with pytest.raises(ValueError, match="3 channels"):
+        g.normalize(wide, [0.5], [0.2])
+    g.output(g.normalize(gray, [0.5], [0.2]))
+    g.output(g.normalize(wide, [0.5] * 3, [0.2] * 3))
+
+
 def test_bilinear_read_at_the_crop_size_is_exact(ctx, rng):
     frame = rng.random((20, 30, 1)).astype(np.float32)
     g = kf.Graph(ctx)

@@ -81,6 +81,9 @@ def test_copies_round_trip(ctx, rng):
         t.copy_from_host(np.zeros(3, np.float32))
     t.copy_from_host(np.arange(16, dtype=np.float32)[::-1].reshape(4, 4).T)  # not contiguous
     assert np.array_equal(t.numpy(), np.arange(16, dtype=np.float32)[::-1].reshape(4, 4).T)
+    for shape in ((0,), (3, 0), (0, 4, 2)):  # memoryview.cast refuses shapes with a zero
+        empty = ctx.copy_from_host(np.zeros(shape, np.float32))
+        assert empty.shape == shape and empty.numpy().shape == shape
 
 
 def test_views_are_checked(ctx):
