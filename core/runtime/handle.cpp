@@ -103,6 +103,11 @@ const char* handle_kind_name(HandleKind kind) noexcept {
   return "handle";
 }
 
+// "a" or "an", for a message's "is an event".
+static const char* article(HandleKind kind) noexcept {
+  return kind == HandleKind::event ? "an" : "a";
+}
+
 void register_handle(const void* handle, HandleKind kind) {
   Registry& r = registry();
   std::unique_lock<std::shared_mutex> lock(r.mutex);
@@ -129,7 +134,8 @@ bool is_live_handle(const void* handle, HandleKind kind) noexcept {
 
 void check_handle(const void* handle, HandleKind kind, const char* param_name) {
   if (handle == nullptr)
-    fail(KF_ERROR_INVALID_HANDLE, "%s is NULL; expected a %s", param_name, handle_kind_name(kind));
+    fail(KF_ERROR_INVALID_HANDLE, "%s is NULL; expected %s %s", param_name, article(kind),
+         handle_kind_name(kind));
   const uint64_t removals =
       removals_of_kind[static_cast<int>(kind)].load(std::memory_order_acquire);
   if (recently_checked.contains(handle, kind, removals)) return;
@@ -145,8 +151,8 @@ void check_handle(const void* handle, HandleKind kind, const char* param_name) {
   if (it->second != kind) {
     HandleKind actual = it->second;
     lock.unlock();
-    fail(KF_ERROR_INVALID_HANDLE, "%s (%p) is a %s, not a %s", param_name, handle,
-         handle_kind_name(actual), handle_kind_name(kind));
+    fail(KF_ERROR_INVALID_HANDLE, "%s (%p) is %s %s, not %s %s", param_name, handle,
+         article(actual), handle_kind_name(actual), article(kind), handle_kind_name(kind));
   }
   // The count read before the lookup: a removal since then makes this entry stale at once.
   recently_checked.remember(handle, kind, removals);

@@ -34,7 +34,9 @@ KF_API const char* kf_result_string(kf_result_t r);
 /**
  * @brief The message of the last failing call on this thread.
  * @return A thread-local string, "" when the last call succeeded. Valid until the next call on
- *         this thread.
+ *         this thread. The calls that cannot fail (kf_result_string(), kf_get_version(),
+ *         kf_dtype_size() and this one) leave it as it is, so that a result's name and its
+ *         message can be read in either order.
  */
 KF_API const char* kf_get_last_error_message(void);
 

@@ -1,5 +1,6 @@
 // Streams and events: priorities, native handles, synchronisation, cross-stream ordering, timing.
 #include <chrono>
+#include <string>
 #include <thread>
 
 #include "tests/common/test_util.hpp"
@@ -224,6 +225,13 @@ TEST(Event, Errors) {
   KF_ASSERT_OK(kf_stream_create(ctx, nullptr, &s));
   KF_EXPECT_ERR(kf_event_destroy(reinterpret_cast<kf_event_t*>(s)), KF_ERROR_INVALID_HANDLE);
   KF_EXPECT_ERR(kf_stream_wait_event(s, reinterpret_cast<kf_event_t*>(s)), KF_ERROR_INVALID_HANDLE);
+  EXPECT_NE(std::string(kf_get_last_error_message()).find("is a stream, not an event"),
+            std::string::npos)
+      << kf_get_last_error_message();
+  KF_EXPECT_ERR(kf_stream_synchronize(reinterpret_cast<kf_stream_t*>(b)), KF_ERROR_INVALID_HANDLE);
+  EXPECT_NE(std::string(kf_get_last_error_message()).find("is an event, not a stream"),
+            std::string::npos)
+      << kf_get_last_error_message();
   KF_ASSERT_OK(kf_stream_destroy(s));
   KF_ASSERT_OK(kf_event_destroy(b));
   KF_ASSERT_OK(kf_event_destroy(foreign));
