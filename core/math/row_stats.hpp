@@ -86,8 +86,23 @@ KF_HOST_DEVICE T rms_rstd_scaled(T sum_squares, T inv_n, T eps) {
   return rsqrt_of(sum_squares * inv_n + eps);
 }
 
+// The larger of a and b, NaN when either is: a row's maximum for the softmax, where a NaN logit
+// must reach every output, even in a row whose other logits are all -inf (hidden), which would
+// otherwise give 0. (max.NaN.f32 on sm_80 and later: one instruction, as fmaxf.)
+KF_HOST_DEVICE float larger_or_nan(float a, float b) {
+#if KF_DEVICE_CODE && __CUDA_ARCH__ >= 800
+  float d;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b));
+  return d;
+#else
+  return b > a || b != b ? b : a;  // a NaN a stays: NaN > b and b > NaN are both false
+#endif
+}
+KF_HOST_DEVICE double larger_or_nan(double a, double b) { return b > a || b != b ? b : a; }
+
 // Running softmax statistics: the row maximum and the sum of exp(v - max). -inf entries (masked)
-// add nothing; a row with nothing but -inf keeps max = -inf and sum = 0.
+// add nothing; a row with nothing but -inf keeps max = -inf and sum = 0. A NaN becomes the
+// maximum for good (larger_or_nan), and with it every output.
 template <class T>
 struct MaxSum {
   T max;
@@ -102,11 +117,11 @@ KF_HOST_DEVICE MaxSum<T> max_sum_empty() {
 template <class T>
 KF_HOST_DEVICE MaxSum<T> max_sum_add(MaxSum<T> s, T v) {
   if (v == negative_infinity<T>()) return s;
-  if (v > s.max) {
+  if (v > s.max || v != v) {
     s.sum = s.sum * exp_of(s.max - v) + T(1);  // exp(-inf) = 0 for the first finite v
     s.max = v;
   } else {
-    s.sum += exp_of(v - s.max);  // NaN v falls here and propagates
+    s.sum += exp_of(v - s.max);  // after a NaN max, NaN
   }
   return s;
 }

@@ -212,8 +212,9 @@ KF_API kf_result_t kf_fused_rms_norm_activation(kf_context_t* ctx, const kf_tens
  * For x of shape [..., Lq, Lk] (Lq = 1 for 1-D x), the causal mask hides position (i, j) when
  * j > i + (Lk - Lq): the diagonal is aligned to the bottom-right, so the last query row sees every
  * key (with Lq > Lk the first Lq - Lk rows see none). Hidden positions and -inf logits count as
- * exp(-inf) = 0; a row with every position hidden gives 0 everywhere, not NaN. The row maximum is
- * subtracted before exponentiating; accumulation is in f32 (f64 for f64 data). Any tensor may be
+ * exp(-inf) = 0; a row with every position hidden gives 0 everywhere, not NaN. A row with a NaN
+ * logit at a position not hidden by the causal rule gives NaN everywhere, even where every other
+ * position is hidden. The row maximum is subtracted before exponentiating; accumulation is in f32 (f64 for f64 data). Any tensor may be
  * strided; @p out may be @p x itself (in place).
  *
  * @param ctx Context owning all tensors.

@@ -177,6 +177,54 @@ TEST_P(SoftmaxTest, FullyMaskedRows) {
   }
 }
 
+// A NaN logit makes its whole row NaN, also where every other logit is hidden (-inf): such rows
+// gave 0 (log: -inf), as if fully masked, because the row's maximum skipped the NaN. Row 0: one
+// NaN among finite logits; row 1: one NaN, the rest hidden by the mask; row 2: one NaN, the rest
+// -inf in x; row 3: fully hidden (0, log -inf); row 4: finite. Lengths of every regime (on CUDA:
+// warp and block rows, staged rows over a cluster, grid-group rows), the NaN at the start, in
+// the middle and at the end.
+TEST_P(SoftmaxTest, NanLogitsReachTheirRow) {
+  for (const int64_t length : {int64_t{37}, int64_t{1024}, int64_t{5000}, int64_t{10000},
+                               int64_t{40000}, int64_t{262144}}) {
+    for (const int64_t at : {int64_t{0}, length / 2 + 1, length - 1}) {
+      const Shape shape{5, length};
+      Tensor x = tensor(shape), mask = tensor(shape), out = tensor(shape);
+      std::vector<double> xv = fill(x, dtype(), static_cast<size_t>(5 * length), seed(380 + at));
+      std::vector<double> mv(xv.size(), 0.0);
+      auto element = [&](int64_t row, int64_t c) { return static_cast<size_t>(row * length + c); };
+      for (int64_t c = 0; c < length; ++c) {
+        mv[element(1, c)] = -INFINITY;
+        xv[element(2, c)] = -INFINITY;
+        mv[element(3, c)] = -INFINITY;
+      }
+      for (int64_t row = 0; row < 3; ++row) xv[element(row, at)] = NAN;
+      mv[element(1, at)] = 0.0;
+      kf_test::upload(x, xv);
+      kf_test::upload(mask, mv);
+      for (bool log : {false, true}) {
+        SCOPED_TRACE(std::string(dtype_name(dtype())) + " rows of " + std::to_string(length) +
+                     ", NaN at " + std::to_string(at) + (log ? " log" : ""));
+        kf_test::poison(out);
+        KF_ASSERT_OK(
+            (log ? kf_log_softmax : kf_fused_softmax)(ctx(), x, mask, out, 1.0, 0, nullptr));
+        const auto got = kf_test::download(out);
+        size_t not_nan = 0, wrong_hidden = 0;
+        double sum = 0;
+        for (int64_t c = 0; c < length; ++c) {
+          for (int64_t row = 0; row < 3; ++row) not_nan += std::isnan(got[element(row, c)]) ? 0 : 1;
+          const double hidden = got[element(3, c)];
+          wrong_hidden += (log ? std::isinf(hidden) && hidden < 0 : hidden == 0.0) ? 0 : 1;
+          const double y = got[element(4, c)];
+          sum += log ? std::exp(y) : y;
+        }
+        EXPECT_EQ(not_nan, 0u) << "outputs of the rows holding a NaN that are not NaN";
+        EXPECT_EQ(wrong_hidden, 0u) << "outputs of the fully hidden row";
+        EXPECT_NEAR(sum, 1.0, 0.05) << "the finite row's probabilities";
+      }
+    }
+  }
+}
+
 // Long rows (on CUDA a cluster of blocks per row: 3 blocks for f32, 2 for 16-bit rows) whose
 // blocks see different things: a row with no mask, a fully masked row, and a row hidden for its
 // first two thirds, so that some blocks see only -inf while the others hold the row's maximum

@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "core/math/numeric.hpp"
+#include "core/math/row_stats.hpp"
 #include "core/ops/cpu_runs.hpp"
 #include "core/ops/rows/rows.hpp"
 #include "core/runtime/cpu_clones.hpp"
@@ -126,17 +127,18 @@ void shifted_sums(const C* v, int64_t n, C shift, C* sum_d, C* sum_d2) {
   });
 }
 
-// The largest of v[0, n), NaN skipped; -inf when there is nothing else.
+// The largest of v[0, n), NaN when one is (math::stats::larger_or_nan); -inf when there is
+// nothing else.
 template <class C>
 KF_CPU_CLONES C max_of(const C* v, int64_t n) {
   C lane[kLanes];
   for (int j = 0; j < kLanes; ++j) lane[j] = -C(HUGE_VAL);
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
-    for (int j = 0; j < kLanes; ++j) lane[j] = v[i + j] > lane[j] ? v[i + j] : lane[j];
-  for (int j = 0; i < n; ++i, ++j) lane[j] = v[i] > lane[j] ? v[i] : lane[j];
+    for (int j = 0; j < kLanes; ++j) lane[j] = math::stats::larger_or_nan(lane[j], v[i + j]);
+  for (int j = 0; i < n; ++i, ++j) lane[j] = math::stats::larger_or_nan(lane[j], v[i]);
   for (int width = kLanes / 2; width > 0; width /= 2)
-    for (int j = 0; j < width; ++j) lane[j] = lane[j + width] > lane[j] ? lane[j + width] : lane[j];
+    for (int j = 0; j < width; ++j) lane[j] = math::stats::larger_or_nan(lane[j], lane[j + width]);
   return lane[0];
 }
 

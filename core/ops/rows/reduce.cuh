@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstring>
 
+#include "core/math/row_stats.hpp"
+
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #include <cooperative_groups.h>
 #endif
@@ -27,10 +29,10 @@ struct Plus {
   }
 };
 
-struct Larger {  // NaN never wins, as on the CPU backend (v > max ? v : max)
+struct Larger {  // NaN wins, as on the CPU backend (math::stats::larger_or_nan)
   template <class T>
   __device__ __forceinline__ T operator()(T a, T b) const {
-    return b > a ? b : a;
+    return math::stats::larger_or_nan(a, b);
   }
 };
 

@@ -288,12 +288,12 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
           for (int e = 0; e < P::vec; ++e)
             if (count - P::vec + e >= seen) v[k * P::vec + e] = minus_inf;
     }
-    T max = minus_inf;  // NaN never wins (fmax), as in math::stats
+    T max = minus_inf;  // a NaN wins (larger_or_nan), as in math::stats
 #pragma unroll
     for (int k = 0; k < P::chunks; ++k)
       if (live(k))
 #pragma unroll
-        for (int e = 0; e < P::vec; ++e) max = fmax(max, v[k * P::vec + e]);
+        for (int e = 0; e < P::vec; ++e) max = st::larger_or_nan(max, v[k * P::vec + e]);
     max = rows::group_reduce<P::threads, false>(max, rows::Larger{}, P::group, scratch[0]);
     const bool hidden_row = max == minus_inf;  // gives 0 (log-softmax: -inf), not NaN
     // The rest of the row, for softmax or log-softmax (is_log). The masked and the staged 16-bit

@@ -132,12 +132,12 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
       for (int k = 0; k < G::vectors; ++k) {
         widen(s[k * G::threads + t], x[k]);
 #pragma unroll
-        for (int e = 0; e < V; ++e) m = fmaxf(m, x[k][e] * scale);  // NaN never wins
+        for (int e = 0; e < V; ++e) m = st::larger_or_nan(m, x[k][e] * scale);  // NaN wins
       }
       // The warp's maximum first, so that each exp is taken about it once, and the warp's sums
       // meet in one butterfly of adds (no rescaling exps in the butterfly).
       m = rows::lanes_reduce(
-          m, [](T a, T b) { return fmaxf(a, b); }, 32);
+          m, [](T a, T b) { return st::larger_or_nan(a, b); }, 32);
       T sum = 0;
       if (m != minus_inf) {  // the same in every lane
         const RowExp<Prim, T> about(m);

@@ -213,9 +213,9 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
         T v[V];
         logits(c, v);
 #pragma unroll
-        for (int e = 0; e < V; ++e) max = v[e] > max ? v[e] : max;
+        for (int e = 0; e < V; ++e) max = st::larger_or_nan(max, v[e]);
       }
-      for_each_extra([&](int, T v) { max = v > max ? v : max; });
+      for_each_extra([&](int, T v) { max = st::larger_or_nan(max, v); });
       max = rows::group_reduce<rows::StagedPolicy::threads>(max, rows::Larger{}, g.group, scratch);
       // Calls fn(e, exp of element e's logit about a maximum (`about`)) for one vector. 16-bit
       // rows without a mask take them from x itself, the scale folded into the exponent's FFMA
