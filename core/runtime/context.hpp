@@ -1,6 +1,7 @@
 // The internal layout of the opaque handles, and the helpers every C entry uses to validate them.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -51,11 +52,14 @@ struct kf_stream_t {
   kf::GridScratch grid;         // CUDA: the grid-group kernels' words, from ctx->pool; owned
 };
 
+// An event may be recorded by one thread while others wait on it, query it or time it (CUDA's
+// events allow that): what the library keeps of it is atomic.
 struct kf_event_t {
   kf_context_t* ctx = nullptr;
   void* native = nullptr;  // cudaEvent_t with timing; nullptr on the CPU
-  bool recorded = false;
-  std::chrono::steady_clock::time_point host_time{};  // CPU backend: when it was recorded
+  std::atomic<bool> recorded{false};
+  // CPU backend: when it was last recorded (steady_clock ticks).
+  std::atomic<std::chrono::steady_clock::rep> host_time{0};
 };
 
 namespace kf {

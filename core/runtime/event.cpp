@@ -45,9 +45,10 @@ kf_result_t kf_event_record(kf_event_t* e, kf_stream_t* s) {
       kf::activate(e->ctx);
       kf::cuda::event_record(e->native, stream->native);
     } else {
-      e->host_time = std::chrono::steady_clock::now();
+      e->host_time.store(std::chrono::steady_clock::now().time_since_epoch().count(),
+                         std::memory_order_relaxed);
     }
-    e->recorded = true;
+    e->recorded.store(true, std::memory_order_release);
   });
 }
 
@@ -90,7 +91,9 @@ kf_result_t kf_event_elapsed_ms(kf_event_t* start, kf_event_t* end, float* ms) {
       kf::cuda::event_synchronize(end->native);
       value = kf::cuda::event_elapsed_ms(start->native, end->native);
     } else {
-      value = std::chrono::duration<float, std::milli>(end->host_time - start->host_time).count();
+      const std::chrono::steady_clock::duration ticks(end->host_time.load() -
+                                                      start->host_time.load());
+      value = std::chrono::duration<float, std::milli>(ticks).count();
     }
     *ms = value;
   });

@@ -133,7 +133,10 @@ KF_API kf_result_t kf_fused_gelu_dropout(kf_context_t* ctx, const kf_tensor_t* x
  *
  * Each row (the elements of the last @p normalized_ndim dims for one index of the leading dims)
  * is normalized by its own mean and biased variance, accumulated in f32 (f64 for f64 data) with a
- * shifted two-pass scheme that stays accurate when the mean dwarfs the spread. Any tensor may be
+ * shifted two-pass scheme that stays accurate when the mean dwarfs the spread. The sums of a row
+ * (and of its squared differences) are held in the compute type: a row whose sum passes f32's
+ * range (about 3.4e38; e.g. four values of 3e38) or whose squared differences do (values of
+ * 1e19 and more about their mean) gives 0, inf or NaN, not a normalised row. Any tensor may be
  * strided; @p out may be @p x itself (in place).
  *
  * @param ctx Context owning all tensors.
@@ -173,10 +176,10 @@ KF_API kf_result_t kf_fused_layer_norm_activation(kf_context_t* ctx, const kf_te
  *
  * The fused add + norm of transformer blocks: h is computed in f32 (f64 for f64 data) and rounded
  * to the tensors' dtype, written to @p residual_out when given, and that rounded h is what is
- * normalized (so the result does not depend on whether @p residual_out is given). Any tensor may
- * be strided;
- * @p out and @p residual_out may each be exactly @p x or @p residual (in place), but not each
- * other.
+ * normalized (so the result does not depend on whether @p residual_out is given). The sum of
+ * squares is held in the compute type: in f32 a row whose h^2 sum passes 3.4e38 (values of 1e19
+ * and more) gives 0. Any tensor may be strided; @p out and @p residual_out may each be exactly
+ * @p x or @p residual (in place), but not each other.
  *
  * @param ctx Context owning all tensors.
  * @param x Input, any floating dtype (f32, f16, bf16, f64), at least one dim.

@@ -12,6 +12,9 @@
  * allocation automatically; kf_tensor_destroy() orders the release after all work already
  * enqueued on every stream of the context, so a tensor may be destroyed right after its last use
  * was enqueued.
+ *
+ * Threads: a context may be used from many threads at once; a stream by one thread at a time. An
+ * event may be recorded by one thread while others wait on it, query it or time it.
  */
 #ifndef KERNEL_FUSION_RUNTIME_H
 #define KERNEL_FUSION_RUNTIME_H

@@ -181,7 +181,10 @@ typedef void (*kf_deleter_fn)(void* data, void* user_data);
  *
  * Sums accumulate in f32 (f64 for f64 data). An empty reduction (a reduced extent of 0) gives 0
  * for the sums and the L2 norm and NaN for the means (0/0, as NumPy); max and min of an empty set
- * are refused. NaN inputs propagate through every reduction, max and min included.
+ * are refused. NaN inputs propagate through every reduction, max and min included. Sums of
+ * squares (and the L2 norm) are formed unscaled: in f32 they overflow to inf once the sum of
+ * squares passes 3.4e38 (1000 values of 1e20, whose L2 norm 3.2e21 is finite), and underflow to 0
+ * below 1e-45.
  */
 typedef enum kf_reduce_op_t {
   KF_REDUCE_SUM = 0,         /**< sum(x). */

@@ -1,7 +1,9 @@
 // Eight threads share one context: streams, events, tensors, views and copies concurrently.
 #include <atomic>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "tests/common/test_util.hpp"
 
@@ -122,6 +124,48 @@ TEST(Threads, ContextsCreatedAndDestroyedConcurrently) {
   }
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(failures.count.load(), 0) << failures.first;
+}
+
+// One thread records an event over and over while three others wait on it, query it and time
+// it against another (a race on the event's state before, which ThreadSanitizer reported).
+TEST(Threads, EventRecordedWhileOthersUseIt) {
+  KF_REQUIRE_DEVICE();
+  kf_test::Context ctx;
+  kf_stream_t* stream = nullptr;
+  kf_event_t *event = nullptr, *start = nullptr;
+  ASSERT_EQ(kf_stream_create(ctx, nullptr, &stream), KF_SUCCESS);
+  ASSERT_EQ(kf_event_create(ctx, &event), KF_SUCCESS);
+  ASSERT_EQ(kf_event_create(ctx, &start), KF_SUCCESS);
+  ASSERT_EQ(kf_event_record(start, stream), KF_SUCCESS);
+  ASSERT_EQ(kf_event_record(event, stream), KF_SUCCESS);
+  ASSERT_EQ(kf_stream_synchronize(stream), KF_SUCCESS);
+  Failures failures;
+  std::atomic<int> users_left{3};
+  std::thread recorder([&] {
+    while (users_left > 0) KF_THREAD_CHECK(kf_event_record(event, stream));
+  });
+  std::vector<std::thread> users;
+  for (int id = 0; id < 3; ++id) {
+    users.emplace_back([&, id] {
+      for (int i = 0; i < 500; ++i) {
+        int32_t complete = 0;
+        float ms = -1.0f;
+        if (id == 0) KF_THREAD_CHECK(kf_event_synchronize(event));
+        if (id == 1) KF_THREAD_CHECK(kf_event_query(event, &complete));
+        if (id == 2) {
+          KF_THREAD_CHECK(kf_event_elapsed_ms(start, event, &ms));
+          if (!(ms >= 0.0f)) failures.add("elapsed time " + std::to_string(ms));
+        }
+      }
+      --users_left;
+    });
+  }
+  recorder.join();
+  for (std::thread& t : users) t.join();
+  EXPECT_EQ(failures.count.load(), 0) << failures.first;
+  EXPECT_EQ(kf_event_destroy(event), KF_SUCCESS);
+  EXPECT_EQ(kf_event_destroy(start), KF_SUCCESS);
+  EXPECT_EQ(kf_stream_destroy(stream), KF_SUCCESS);
 }
 
 }  // namespace
