@@ -16,6 +16,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <numeric>
 
@@ -301,19 +302,20 @@ __global__ void __launch_bounds__(Policy::threads, Policy::min_blocks_per_sm)
 
 // ---- host side --------------------------------------------------------------------------------
 
-// Resident blocks per SM of a kernel, queried once per kernel (at least the launch bound's
-// minimum).
-template <class Kernel>
-int resident_blocks(Kernel kernel, int threads, int minimum) {
-  static const int blocks = [&] {
+// Resident blocks per SM of kernel kKernel on `device`, queried once per kernel and device (at
+// least the launch bound's minimum). (Keyed by the kernel itself: kernels of one signature, such
+// as add's and mul's, would share a static keyed by their type.)
+template <auto kKernel>
+int resident_blocks(int32_t device, int threads, int minimum) {
+  static std::atomic<int> kept[cuda::kKeptDevices];
+  return cuda::once_per_device(kept, device, [threads, minimum] {
     int n = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, 0) != cudaSuccess) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kKernel, threads, 0) != cudaSuccess) {
       (void)cudaGetLastError();  // leave no sticky error behind; fall back to the launch bound
       n = 0;
     }
-    return std::max(n, minimum);
-  }();
-  return blocks;
+    return std::max({n, minimum, 1});
+  });
 }
 
 // Where a launch goes: the (current) device, its SM count and the stream.
@@ -385,7 +387,8 @@ template <class S, class Op, class Index>
 void launch_strided(const Plan& p, const Target& t) {
   using Policy = StridedPolicy;
   auto kernel = strided_kernel<Policy, S, Op, Index>;
-  const int blocks_per_sm = resident_blocks(kernel, Policy::threads, Policy::min_blocks_per_sm);
+  const int blocks_per_sm = resident_blocks<strided_kernel<Policy, S, Op, Index>>(
+      t.device, Policy::threads, Policy::min_blocks_per_sm);
   StridedArgs<Index> args{};
   args.count = static_cast<Index>(p.count);
   args.ndim = p.ndim;

@@ -605,18 +605,20 @@ inline unsigned tile_grid(int64_t rows, int rows_per_block) {
 // Block count for a kernel that walks rows with a resident grid (each block many rows, the next
 // row's loads issued before the current row is worked on): every block the device holds at once
 // (at most max_per_sm an SM where that is positive), or fewer when there are fewer row groups.
-// The kernel's occupancy is read once.
+// The kernel's occupancy is read once per device (every launch of a kernel passes the same
+// threads and smem).
 template <auto kKernel>
 unsigned resident_grid(int64_t rows, int rows_per_block, int threads, int32_t device,
                        size_t smem = 0, int max_per_sm = 0) {
-  static const int per_sm = [&] {
+  static std::atomic<int> kept[cuda::kKeptDevices];
+  const int per_sm = cuda::once_per_device(kept, device, [threads, smem] {
     int n = 0;
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kKernel, threads, smem) != cudaSuccess) {
       (void)cudaGetLastError();  // leave no sticky error behind; one block per SM still runs
       n = 0;
     }
     return n > 0 ? n : 1;
-  }();
+  });
   const unsigned all = tile_grid(rows, rows_per_block);
   const int blocks = max_per_sm > 0 && max_per_sm < per_sm ? max_per_sm : per_sm;
   const int64_t resident = int64_t{blocks} * cuda::sm_count(device);
