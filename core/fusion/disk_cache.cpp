@@ -92,27 +92,51 @@ std::string disk_cache_path(const std::string& dir, const Sha256Digest& key) {
   return dir + "/" + key.hex() + ".kfcubin";
 }
 
-bool disk_cache_load(const std::string& dir, const Sha256Digest& key, std::vector<char>* payload) {
-  if (dir.empty()) return false;
-  std::FILE* f = std::fopen(disk_cache_path(dir, key).c_str(), "rb");
-  if (f == nullptr) return false;
-  unsigned char header[kHeaderBytes];
-  bool ok = std::fread(header, 1, kHeaderBytes, f) == kHeaderBytes &&
-            std::memcmp(header, kMagic, sizeof kMagic) == 0 &&
-            get_u32(header + 8) == kFormatVersion && std::memcmp(header + 16, key.bytes, 32) == 0;
-  const uint64_t length = ok ? get_u64(header + 48) : 0;
-  ok = ok && length > 0 && length <= kMaxPayloadBytes;
-  std::vector<char> data;
-  if (ok) {
-    data.resize(static_cast<size_t>(length));
-    ok = std::fread(data.data(), 1, data.size(), f) == data.size() && std::fgetc(f) == EOF;
+static bool read_all(int fd, void* data, size_t size) {
+  char* p = static_cast<char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::read(fd, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    size -= static_cast<size_t>(n);
   }
-  std::fclose(f);
-  if (!ok) return false;
-  const Sha256Digest sum = sha256(data.data(), data.size());
-  if (std::memcmp(sum.bytes, header + 56, 32) != 0) return false;
-  *payload = std::move(data);
   return true;
+}
+
+bool disk_cache_load(const std::string& dir, const Sha256Digest& key,
+                     std::vector<char>* payload) noexcept {
+  if (dir.empty()) return false;
+  try {
+    // Non-blocking, so that a FIFO put at the entry's path cannot hold the open (it is then
+    // refused as not a regular file); the file's own size bounds what the header may claim.
+    const int fd = ::open(disk_cache_path(dir, key).c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return false;
+    struct stat st;
+    unsigned char header[kHeaderBytes];
+    bool ok =
+        ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+        static_cast<uint64_t>(st.st_size) > kHeaderBytes && read_all(fd, header, kHeaderBytes) &&
+        std::memcmp(header, kMagic, sizeof kMagic) == 0 && get_u32(header + 8) == kFormatVersion &&
+        get_u32(header + 12) == 0 && std::memcmp(header + 16, key.bytes, 32) == 0;
+    const uint64_t length = ok ? get_u64(header + 48) : 0;
+    ok = ok && length > 0 && length <= kMaxPayloadBytes &&
+         length == static_cast<uint64_t>(st.st_size) - kHeaderBytes;
+    std::vector<char> data;
+    if (ok) {
+      data.resize(static_cast<size_t>(length));
+      char extra = 0;
+      ok = read_all(fd, data.data(), data.size()) && ::read(fd, &extra, 1) == 0;
+    }
+    ::close(fd);
+    if (!ok) return false;
+    const Sha256Digest sum = sha256(data.data(), data.size());
+    if (std::memcmp(sum.bytes, header + 56, 32) != 0) return false;
+    *payload = std::move(data);
+    return true;
+  } catch (...) {  // (memory for the payload): a miss, the kernel is compiled instead
+    return false;
+  }
 }
 
 void disk_cache_store(const std::string& dir, const Sha256Digest& key,

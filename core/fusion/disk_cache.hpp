@@ -23,7 +23,8 @@ std::string disk_cache_dir();
 std::string disk_cache_path(const std::string& dir, const Sha256Digest& key);
 
 // Reads key's entry; false (payload untouched) when absent, unreadable or not valid.
-bool disk_cache_load(const std::string& dir, const Sha256Digest& key, std::vector<char>* payload);
+bool disk_cache_load(const std::string& dir, const Sha256Digest& key,
+                     std::vector<char>* payload) noexcept;
 
 // Writes key's entry (creating dir); best effort: failures are ignored, the cache is optional.
 void disk_cache_store(const std::string& dir, const Sha256Digest& key,

@@ -496,6 +496,38 @@ TEST_F(CacheTest, FlippedByteIsDetectedAndRecompiled) {
   }
 }
 
+// Headers that lie and files that are not files: the reserved word not 0; a length past the
+// file's size (the reader allocated what the header claimed, up to 1 GiB, before reading); a
+// FIFO at the entry's path (opening it blocked until a writer came: the compile hung). Each is
+// ignored, the kernel recompiled and the entry rewritten as a regular file.
+TEST_F(CacheTest, LyingHeadersAndFifosAreIgnored) {
+  KF_REQUIRE_NVRTC();
+  CpuContext ctx;
+  Graph g(ctx);
+  build_chain(g, KF_DTYPE_FLOAT32, 3.0);
+  ASSERT_EQ(compile_for(g, 90), KF_KERNEL_COMPILED);
+  ASSERT_EQ(dir_.files().size(), 1u);
+  const std::string file = dir_.files()[0];
+  const std::vector<char> good = read_file(file);
+  std::vector<char> reserved = good;
+  reserved[12] = static_cast<char>(0xde);
+  std::vector<char> longer_claim = good;
+  longer_claim[51] = static_cast<char>(longer_claim[51] ^ 0x20);  // + 512 MiB
+  for (const std::vector<char>* bad : {&reserved, &longer_claim}) {
+    write_file(file, *bad);
+    EXPECT_EQ(compile_for(g, 90), KF_KERNEL_COMPILED);
+    EXPECT_EQ(read_file(file).size(), good.size());
+    EXPECT_EQ(compile_for(g, 90), KF_KERNEL_DISK_CACHE);
+  }
+  ASSERT_EQ(std::remove(file.c_str()), 0);
+  ASSERT_EQ(::mkfifo(file.c_str(), 0644), 0);
+  EXPECT_EQ(compile_for(g, 90), KF_KERNEL_COMPILED);
+  struct stat st;
+  ASSERT_EQ(::stat(file.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode)) << "the FIFO was replaced by the entry";
+  EXPECT_EQ(compile_for(g, 90), KF_KERNEL_DISK_CACHE);
+}
+
 TEST_F(CacheTest, CacheDirectoryAndSwitchesAreHonoured) {
   KF_REQUIRE_NVRTC();
   CpuContext ctx;

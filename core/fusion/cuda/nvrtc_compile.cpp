@@ -2,6 +2,11 @@
 // that determines the machine code: the source, the embedded headers it includes, the options,
 // the architecture and NVRTC's version.
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -62,10 +67,22 @@ void dump_source(const std::string& source) {
   if (dir == nullptr || *dir == '\0') return;
   const std::string path = std::string(dir) + "/kf_fused_" +
                            sha256(source.data(), source.size()).hex().substr(0, 16) + ".cu";
-  if (std::FILE* f = std::fopen(path.c_str(), "wb")) {
-    std::fwrite(source.data(), 1, source.size(), f);
-    std::fclose(f);
+  // Non-blocking: a FIFO at the path (no reader) fails the open instead of holding it forever.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  struct stat st;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    const char* p = source.data();
+    size_t left = source.size();
+    while (left > 0) {
+      const ssize_t n = ::write(fd, p, left);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      p += n;
+      left -= static_cast<size_t>(n);
+    }
   }
+  ::close(fd);
 }
 
 class NvrtcProgram {
