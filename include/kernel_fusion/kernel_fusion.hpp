@@ -8,8 +8,9 @@
  * with any build of libkernel_fusion of the same major version.
  *
  * Destroying a Context invalidates the streams, events, tensors, graphs and fused kernels created
- * from it; their wrappers may still be destroyed afterwards (the library rejects the stale handle
- * harmlessly).
+ * from it. Destroy their wrappers first: a wrapper destroyed afterwards hands the library a stale
+ * handle, which it rejects only while the object's memory stays retired (the next 1024 destroys
+ * of the process); past that a new object may have its address, and would be destroyed.
  *
  * @code
  * kernel_fusion::Context ctx = kernel_fusion::Context::cpu();
@@ -971,11 +972,24 @@ class FusedKernel {
    * @param values Value overrides.
    * @param crops n_items rectangles when a read crops, else empty.
    * @param stream The stream, or NULL for the context's default stream.
+   * @throws Error KF_ERROR_INVALID_ARGUMENT when a list's length does not match @p n_items (the
+   *         C call, which reads them through bare pointers, cannot tell).
    */
   void launch(const std::vector<const kf_tensor_t*>& inputs,
               const std::vector<kf_tensor_t*>& outputs, int32_t n_items = 1,
               const std::vector<kf_fused_value_t>& values = {},
               const std::vector<kf_rect_t>& crops = {}, const Stream* stream = nullptr) const {
+    const kf_fused_kernel_info_t facts = info();
+    const auto require_length = [n_items](size_t length, int64_t per_item, const char* what) {
+      const int64_t wanted = int64_t{n_items} * per_item;
+      if (n_items < 1 || static_cast<int64_t>(length) != wanted)
+        throw Error(KF_ERROR_INVALID_ARGUMENT,
+                    std::string(what) + " holds " + std::to_string(length) + " entries; " +
+                        std::to_string(n_items) + " items take " + std::to_string(wanted));
+    };
+    require_length(inputs.size(), facts.n_inputs, "inputs");
+    require_length(outputs.size(), facts.n_outputs, "outputs");
+    if (!crops.empty()) require_length(crops.size(), 1, "crops");
     kf_launch_args_t args = KF_LAUNCH_ARGS_INIT;
     args.n_items = n_items;
     args.inputs = inputs.data();

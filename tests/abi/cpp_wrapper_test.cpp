@@ -233,6 +233,29 @@ TEST(CppWrapper, FusionGraphCompilesAndLaunches) {
     EXPECT_NEAR(result[i], gelu(2.0 * host[i]),
                 1e-5 * std::max(1.0, std::fabs(gelu(2.0 * host[i]))));
 
+  // Lists shorter (or longer) than n_items take are refused before the C call, which would read
+  // past their ends.
+  kf::Tensor other(ctx, {3, 4});
+  const std::vector<float> before = other.to_vector<float>();
+  auto expect_refused = [&](const std::vector<const kf_tensor_t*>& inputs,
+                            const std::vector<kf_tensor_t*>& outputs, int32_t n_items,
+                            const std::vector<kf_rect_t>& crops, const char* what) {
+    try {
+      kernel.launch(inputs, outputs, n_items, {}, crops);
+      ADD_FAILURE() << what << " was launched";
+    } catch (const kf::Error& e) {
+      EXPECT_EQ(e.code(), KF_ERROR_INVALID_ARGUMENT) << what;
+      EXPECT_NE(e.message().find("items take"), std::string::npos) << e.message();
+    }
+  };
+  expect_refused({in.get()}, {out.get()}, 2, {}, "one item's lists for two items");
+  expect_refused({in.get(), in.get()}, {out.get()}, 2, {}, "two inputs, one output");
+  expect_refused({in.get(), in.get()}, {out.get(), other.get()}, 1, {}, "two items' lists");
+  expect_refused({in.get()}, {out.get()}, 1, {kf_rect_t{0, 0, 1, 1}, kf_rect_t{0, 0, 1, 1}},
+                 "two crops for one item");
+  expect_refused({}, {}, 0, {}, "no items");
+  EXPECT_EQ(other.to_vector<float>(), before);
+
   // Rule violations throw with the library's code and message.
   const int32_t i32 = graph.tensor_input(KF_DTYPE_INT32, 1);
   try {
