@@ -139,11 +139,12 @@ kf_result_t kf_stream_destroy(kf_stream_t* s) {
     kf::activate(ctx);
     {
       std::lock_guard<std::mutex> lock(ctx->mutex);
-      // Tensors whose memory is ordered on this stream move to the default stream, which first
-      // waits for this stream's work so their later release stays ordered after it.
-      bool homes_here = false;
-      for (kf_tensor_t* t : ctx->tensors) homes_here = homes_here || t->home == s;
-      if (homes_here && ctx->is_cuda()) {
+      // The default stream first waits for this stream's work, so that what is ordered after
+      // every stream of the context (a tensor's release, kf_tensor_destroy) stays ordered after
+      // it too: a release ordered only after the streams still open would hand memory this
+      // stream's kernels may still be writing to the next allocation. Tensors whose memory is
+      // ordered on this stream move to the default stream.
+      if (ctx->is_cuda()) {
         kf::cuda::event_record(s->order_event, s->native);
         kf::cuda::stream_wait_event(ctx->default_stream->native, s->order_event);
       }
