@@ -231,6 +231,10 @@ typedef struct kf_fused_kernel_info_t {
   uint64_t structure_hash;   /**< Hash of the graph's structure (the in-memory cache key). */
 } kf_fused_kernel_info_t;
 
+/** @brief kf_fused_kernel_info_t ready to be filled: struct_size set, the rest zero. */
+#define KF_FUSED_KERNEL_INFO_INIT \
+  { sizeof(kf_fused_kernel_info_t), KF_KERNEL_COMPILED, 0.0, 0, 0, 0, 0 }
+
 /** @brief A per-launch override of one value of a node. */
 typedef struct kf_fused_value_t {
   int32_t node;  /**< The node that owns the value. */

@@ -217,8 +217,8 @@ KF_API kf_result_t kf_fused_rms_norm_activation(kf_context_t* ctx, const kf_tens
  * key (with Lq > Lk the first Lq - Lk rows see none). Hidden positions and -inf logits count as
  * exp(-inf) = 0; a row with every position hidden gives 0 everywhere, not NaN. A row with a NaN
  * logit at a position not hidden by the causal rule gives NaN everywhere, even where every other
- * position is hidden. The row maximum is subtracted before exponentiating; accumulation is in f32 (f64 for f64 data). Any tensor may be
- * strided; @p out may be @p x itself (in place).
+ * position is hidden. The row maximum is subtracted before exponentiating; accumulation is in f32
+ * (f64 for f64 data). Any tensor may be strided; @p out may be @p x itself (in place).
  *
  * @param ctx Context owning all tensors.
  * @param x Logits, any floating dtype (f32, f16, bf16, f64), at least one dim.

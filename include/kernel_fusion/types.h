@@ -120,8 +120,12 @@ typedef struct kf_context_config_t {
   size_t struct_size; /**< sizeof(kf_context_config_t); lets the library read older layouts. */
   kf_device_type_t device_type; /**< Which backend. */
   int32_t device_id;            /**< CUDA device ordinal; must be 0 for the CPU. */
-  uint64_t memory_limit_bytes;  /**< Cap on the memory pool's reserved bytes; 0 means no limit. */
-  int32_t cpu_threads;          /**< Worker threads of the CPU backend; 0 means one per core. */
+  /** Cap on the memory pool; 0 means no limit. An allocation past it fails with
+      #KF_ERROR_OUT_OF_MEMORY. The CPU pool caps the bytes it reserves; the CUDA pool caps the
+      bytes in use and gives cached blocks back to stay near the cap (CUDA's pool may hold more
+      while frees on other streams are pending). */
+  uint64_t memory_limit_bytes;
+  int32_t cpu_threads; /**< Worker threads of the CPU backend; 0 means one per core. */
 } kf_context_config_t;
 
 /** @brief Default context options: the CPU backend, no memory limit, every core. */
@@ -159,6 +163,10 @@ typedef struct kf_device_properties_t {
   int32_t stream_priority_greatest; /**< Most urgent stream priority (numerically smallest). */
 } kf_device_properties_t;
 
+/** @brief kf_device_properties_t ready to be filled: struct_size set, the rest zero. */
+#define KF_DEVICE_PROPERTIES_INIT \
+  { sizeof(kf_device_properties_t), "", KF_DEVICE_CPU, 0, 0, 0, 0, 0, 0, 0, 0 }
+
 /** @brief Memory statistics of a context's pool, filled by kf_context_get_memory_stats(). */
 typedef struct kf_memory_stats_t {
   size_t struct_size;         /**< sizeof(kf_memory_stats_t), set by the caller. */
@@ -168,6 +176,10 @@ typedef struct kf_memory_stats_t {
   uint64_t limit_bytes;       /**< The configured limit; 0 means none. */
   uint64_t allocation_count;  /**< Live allocations. */
 } kf_memory_stats_t;
+
+/** @brief kf_memory_stats_t ready to be filled: struct_size set, the rest zero. */
+#define KF_MEMORY_STATS_INIT \
+  { sizeof(kf_memory_stats_t), 0, 0, 0, 0, 0 }
 
 /**
  * @brief Releases borrowed memory; called exactly once when the last tensor using it is destroyed.

@@ -89,12 +89,11 @@ static void test_library(void) {
 
 static void test_devices(void) {
   int32_t count = -1;
-  kf_device_properties_t props;
+  kf_device_properties_t props = KF_DEVICE_PROPERTIES_INIT;
   CHECK_OK(kf_get_device_count(KF_DEVICE_CPU, &count));
   CHECK(count == 1, "CPU device count %d", (int)count);
   CHECK_ERROR(kf_get_device_count(KF_DEVICE_CPU, NULL), KF_ERROR_INVALID_ARGUMENT);
-  memset(&props, 0, sizeof props);
-  props.struct_size = sizeof props;
+  CHECK(props.struct_size == sizeof props, "KF_DEVICE_PROPERTIES_INIT sets struct_size");
   CHECK_OK(kf_get_device_properties(KF_DEVICE_CPU, 0, &props));
   CHECK(props.device_type == KF_DEVICE_CPU, "CPU properties: device_type %d",
         (int)props.device_type);
@@ -261,12 +260,11 @@ static void test_streams_and_events(kf_context_t* ctx, kf_stream_t** stream_out)
 }
 
 static void test_memory_stats(kf_context_t* ctx) {
-  kf_memory_stats_t stats;
+  kf_memory_stats_t stats = KF_MEMORY_STATS_INIT;
   kf_tensor_desc_t desc = {1, {1000}, {0}, KF_DTYPE_FLOAT64};
   kf_tensor_t* t = NULL;
   uint64_t before;
-  memset(&stats, 0, sizeof stats);
-  stats.struct_size = sizeof stats;
+  CHECK(stats.struct_size == sizeof stats, "KF_MEMORY_STATS_INIT sets struct_size");
   CHECK_OK(kf_context_get_memory_stats(ctx, &stats));
   before = stats.in_use_bytes;
   CHECK_OK(kf_tensor_create(ctx, &desc, &t));
@@ -325,7 +323,7 @@ static void test_fusion_graph(kf_context_t* ctx, kf_stream_t* stream) {
   kf_graph_input_desc_t input = KF_GRAPH_INPUT_DESC_INIT;
   kf_compile_options_t options = KF_COMPILE_OPTIONS_INIT;
   kf_launch_args_t args = KF_LAUNCH_ARGS_INIT;
-  kf_fused_kernel_info_t info;
+  kf_fused_kernel_info_t info = KF_FUSED_KERNEL_INFO_INIT;
   kf_fused_value_t override_factor;
   kf_graph_t* graph = NULL;
   kf_fused_kernel_t* kernel = NULL;
@@ -359,7 +357,7 @@ static void test_fusion_graph(kf_context_t* ctx, kf_stream_t* stream) {
   CHECK_OK(kf_graph_compile(graph, &options, &kernel));
   CHECK_OK(kf_graph_destroy(graph)); /* the kernel keeps what it needs */
 
-  info.struct_size = sizeof info;
+  CHECK(info.struct_size == sizeof info, "KF_FUSED_KERNEL_INFO_INIT sets struct_size");
   CHECK_OK(kf_fused_kernel_get_info(kernel, &info));
   CHECK(info.n_inputs == 2 && info.n_outputs == 1 && info.max_items == 2,
         "kernel info: %d inputs, %d outputs, %d items", (int)info.n_inputs, (int)info.n_outputs,
