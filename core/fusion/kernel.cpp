@@ -163,9 +163,11 @@ kf_result_t kf_graph_compile_for_arch(kf_graph_t* g, const kf_compile_options_t*
     const kf_graph_t* graph = kf::fusion::checked_graph(g, "g");
     const kf_compile_options_t o = kf::fusion::read_options(options);
     kf::fusion::require_outputs(graph->graph);
-    KF_REQUIRE_ARG(sm >= 50,
-                   "sm is %d; give a compute capability as major * 10 + minor, 50 or "
-                   "more (e.g. 80, 90)",
+    // The generated kernels use sm_80's instructions (max.NaN, cvt.rn.bf16x2 and the like), as
+    // the library's own kernels do.
+    KF_REQUIRE_ARG(sm >= 80,
+                   "sm is %d; give a compute capability as major * 10 + minor, 80 or "
+                   "more (e.g. 80, 90): the generated kernels need sm_80",
                    sm);
     const std::string source =
         kf::fusion::generate_cuda_source(graph->graph, o, kf::fusion::device_balance(graph->ctx));

@@ -499,10 +499,11 @@ KF_API kf_result_t kf_graph_get_source(kf_graph_t* g, const kf_compile_options_t
  *        disk cache like kf_graph_compile() (unless the options say otherwise).
  * @param g Graph.
  * @param options NULL for #KF_COMPILE_OPTIONS_INIT.
- * @param sm Compute capability, major * 10 + minor.
+ * @param sm Compute capability, major * 10 + minor: 80 or more (the generated kernels use sm_80's
+ *        instructions); an architecture this NVRTC does not know is a compile error.
  * @param[out] cubin_bytes Receives the size of the machine code, or NULL.
  * @param[out] origin Receives #KF_KERNEL_COMPILED or #KF_KERNEL_DISK_CACHE, or NULL.
- * @retval KF_ERROR_INVALID_ARGUMENT no outputs; @p sm below 50.
+ * @retval KF_ERROR_INVALID_ARGUMENT no outputs; @p sm below 80.
  * @retval KF_ERROR_COMPILE NVRTC rejected the source (the message holds its log).
  * @retval KF_ERROR_NOT_SUPPORTED a CPU-only build, or NVRTC unavailable.
  */

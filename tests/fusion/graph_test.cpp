@@ -678,6 +678,9 @@ TEST_F(GraphTest, CompileChecksGraphAndOptions) {
   EXPECT_EQ(k, reinterpret_cast<kf_fused_kernel_t*>(0x1));
   EXPECT_FAILS(kf_graph_compile_for_arch(g, nullptr, 49, nullptr, nullptr),
                KF_ERROR_INVALID_ARGUMENT, "sm is 49");
+  // The generated kernels need sm_80 (NVRTC's ptxas refused sm_75's with a log about max.NaN).
+  EXPECT_FAILS(kf_graph_compile_for_arch(g, nullptr, 75, nullptr, nullptr),
+               KF_ERROR_INVALID_ARGUMENT, "need sm_80");
   EXPECT_FAILS(kf_graph_get_source(g, nullptr, nullptr, 0, nullptr), KF_ERROR_INVALID_ARGUMENT,
                "length is NULL");
 }
