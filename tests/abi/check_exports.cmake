@@ -7,8 +7,9 @@
 #   CUDA runtime or other internal symbol leaks;
 # - the exported kf_* functions are exactly the ones the public headers declare (DECLARED, written
 #   by generate_function_table.cmake): nothing undeclared is exported;
-# - `readelf -d` shows the SONAME, and no NEEDED entry for libcuda or a shared CUDA runtime
-#   (the library must load on machines without a driver).
+# - `readelf -d` shows the SONAME, and no NEEDED entry for libcuda, a shared CUDA runtime or
+#   NVRTC (the library must load on machines without a driver or the CUDA toolkit; NVRTC is
+#   loaded when a fused kernel is first compiled).
 cmake_minimum_required(VERSION 3.20)
 set(errors "")
 
@@ -71,8 +72,9 @@ else()
 endif()
 string(REGEX MATCHALL "\\(NEEDED\\)[^\n]*\\[[^]\n]*\\]" needed "${dyn}")
 foreach(entry IN LISTS needed)
-  if(entry MATCHES "\\[(libcuda\\.so[^]]*|libcudart\\.so[^]]*)\\]")
-    string(APPEND errors "  links ${CMAKE_MATCH_1}: the library must load without a CUDA driver\n")
+  if(entry MATCHES "\\[(libcuda\\.so[^]]*|libcudart\\.so[^]]*|libnvrtc[^]]*)\\]")
+    string(APPEND errors "  links ${CMAKE_MATCH_1}: the library must load without a CUDA driver "
+                         "or toolkit\n")
   endif()
 endforeach()
 

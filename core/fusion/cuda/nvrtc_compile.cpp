@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/fusion/cuda_program.hpp"
@@ -18,6 +19,7 @@
 #include "core/runtime/error.hpp"
 
 #if KF_WITH_CUDA
+#include <dlfcn.h>
 #include <nvrtc.h>
 
 #include "core/fusion/cuda/embedded_headers.hpp"
@@ -25,6 +27,60 @@
 namespace kf {
 namespace fusion {
 namespace {
+
+// NVRTC is loaded at its first use, not linked: the library (and its CPU backend) then loads on
+// machines that have a driver, or nothing, but not the CUDA toolkit; only compiling a fused
+// kernel needs libnvrtc. The name carries the toolkit's major version, as its SONAME does; the
+// directory CMake found it in at build time is tried after the loader's own search.
+struct Nvrtc {
+  decltype(&nvrtcVersion) version = nullptr;
+  decltype(&nvrtcGetErrorString) error_string = nullptr;
+  decltype(&nvrtcCreateProgram) create_program = nullptr;
+  decltype(&nvrtcDestroyProgram) destroy_program = nullptr;
+  decltype(&nvrtcCompileProgram) compile_program = nullptr;
+  decltype(&nvrtcGetCUBINSize) cubin_size = nullptr;
+  decltype(&nvrtcGetCUBIN) cubin = nullptr;
+  decltype(&nvrtcGetProgramLogSize) log_size = nullptr;
+  decltype(&nvrtcGetProgramLog) log = nullptr;
+  std::string failure;  // why it could not be loaded; empty when loaded
+};
+
+const Nvrtc& nvrtc() {
+  static const Nvrtc loaded = [] {
+    Nvrtc n;
+    const std::string name = "libnvrtc.so." + std::to_string(KF_NVRTC_MAJOR);
+    void* library = ::dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (library == nullptr) {
+      const std::string first = ::dlerror();
+      library = ::dlopen((std::string(KF_NVRTC_DIR) + "/" + name).c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (library == nullptr) {
+        n.failure = name + " could not be loaded (" + first + ")";
+        return n;
+      }
+    }
+    bool all = true;
+    const auto find = [&](auto& fn, const char* symbol) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(library, symbol));
+      all = all && fn != nullptr;
+    };
+    find(n.version, "nvrtcVersion");
+    find(n.error_string, "nvrtcGetErrorString");
+    find(n.create_program, "nvrtcCreateProgram");
+    find(n.destroy_program, "nvrtcDestroyProgram");
+    find(n.compile_program, "nvrtcCompileProgram");
+    find(n.cubin_size, "nvrtcGetCUBINSize");
+    find(n.cubin, "nvrtcGetCUBIN");
+    find(n.log_size, "nvrtcGetProgramLogSize");
+    find(n.log, "nvrtcGetProgramLog");
+    if (!all) n.failure = name + " lacks an NVRTC function this library calls";
+    return n;  // (the library stays loaded for the process)
+  }();
+  if (!loaded.failure.empty()) {
+    fail(KF_ERROR_NOT_SUPPORTED, "NVRTC is unavailable: %s; fused kernels cannot be compiled",
+         loaded.failure.c_str());
+  }
+  return loaded;
+}
 
 constexpr const char* kProgramName = "kf_fused_kernel.cu";
 
@@ -36,7 +92,7 @@ std::vector<std::string> nvrtc_options(int sm) {
 
 std::string nvrtc_version() {
   int major = 0, minor = 0;
-  if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return "unknown";
+  if (nvrtc().version(&major, &minor) != NVRTC_SUCCESS) return "unknown";
   return std::to_string(major) + "." + std::to_string(minor);
 }
 
@@ -93,11 +149,11 @@ class NvrtcProgram {
       texts.push_back(kEmbeddedHeaders[i].text);
       names.push_back(kEmbeddedHeaders[i].name);
     }
-    check(nvrtcCreateProgram(&program_, source.c_str(), kProgramName,
-                             static_cast<int>(texts.size()), texts.data(), names.data()),
+    check(nvrtc().create_program(&program_, source.c_str(), kProgramName,
+                                 static_cast<int>(texts.size()), texts.data(), names.data()),
           "creating the NVRTC program");
   }
-  ~NvrtcProgram() { nvrtcDestroyProgram(&program_); }
+  ~NvrtcProgram() { nvrtc_.destroy_program(&program_); }
   NvrtcProgram(const NvrtcProgram&) = delete;
   NvrtcProgram& operator=(const NvrtcProgram&) = delete;
 
@@ -105,27 +161,28 @@ class NvrtcProgram {
   void compile(const std::vector<std::string>& options, int sm) {
     std::vector<const char*> argv;
     for (const std::string& o : options) argv.push_back(o.c_str());
-    const nvrtcResult r = nvrtcCompileProgram(program_, static_cast<int>(argv.size()), argv.data());
+    const nvrtcResult r =
+        nvrtc_.compile_program(program_, static_cast<int>(argv.size()), argv.data());
     if (r != NVRTC_SUCCESS) {
       fail(KF_ERROR_COMPILE, "NVRTC could not compile the generated kernel for sm_%d (%s):\n%s", sm,
-           nvrtcGetErrorString(r), log().c_str());
+           nvrtc_.error_string(r), log().c_str());
     }
   }
 
   std::vector<char> cubin() {
     size_t size = 0;
-    check(nvrtcGetCUBINSize(program_, &size), "reading the CUBIN size");
+    check(nvrtc_.cubin_size(program_, &size), "reading the CUBIN size");
     std::vector<char> code(size);
-    check(nvrtcGetCUBIN(program_, code.data()), "reading the CUBIN");
+    check(nvrtc_.cubin(program_, code.data()), "reading the CUBIN");
     return code;
   }
 
  private:
   std::string log() {
     size_t size = 0;
-    if (nvrtcGetProgramLogSize(program_, &size) != NVRTC_SUCCESS || size == 0) return "(no log)";
+    if (nvrtc_.log_size(program_, &size) != NVRTC_SUCCESS || size == 0) return "(no log)";
     std::string text(size, '\0');
-    if (nvrtcGetProgramLog(program_, &text[0]) != NVRTC_SUCCESS) return "(no log)";
+    if (nvrtc_.log(program_, &text[0]) != NVRTC_SUCCESS) return "(no log)";
     while (!text.empty() && (text.back() == '\0' || text.back() == '\n')) text.pop_back();
     return text;
   }
@@ -134,9 +191,10 @@ class NvrtcProgram {
     if (r == NVRTC_ERROR_OUT_OF_MEMORY)
       fail(KF_ERROR_OUT_OF_MEMORY, "NVRTC: %s: out of memory", what);
     if (r != NVRTC_SUCCESS)
-      fail(KF_ERROR_INTERNAL, "NVRTC: %s failed: %s", what, nvrtcGetErrorString(r));
+      fail(KF_ERROR_INTERNAL, "NVRTC: %s failed: %s", what, nvrtc().error_string(r));
   }
 
+  const Nvrtc& nvrtc_ = nvrtc();  // loaded before the program is created
   nvrtcProgram program_ = nullptr;
 };
 
@@ -144,6 +202,7 @@ class NvrtcProgram {
 
 std::vector<char> compile_for_arch(const std::string& source, int sm, bool use_disk_cache,
                                    kf_kernel_origin_t* origin) {
+  nvrtc();  // NOT_SUPPORTED before anything else when NVRTC cannot be loaded
   dump_source(source);
   const std::vector<std::string> options = nvrtc_options(sm);
   const std::string dir = use_disk_cache ? disk_cache_dir() : std::string();
