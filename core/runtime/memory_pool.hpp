@@ -1,6 +1,7 @@
 // Per-context memory pools. The host pool caches 64-byte aligned blocks by size class; the device
 // pool is a CUDA stream-ordered memory pool (cudaMemPool_t). Both keep statistics and enforce the
-// context's limit on reserved bytes, failing with KF_ERROR_OUT_OF_MEMORY instead of growing.
+// context's limit (the host pool on reserved bytes, the device pool on bytes in use), failing
+// with KF_ERROR_OUT_OF_MEMORY instead of growing.
 #pragma once
 
 #include <cstddef>
@@ -10,6 +11,12 @@
 #include "kernel_fusion/types.h"
 
 namespace kf {
+
+// deallocate's native_stream when nothing orders the release (the last owner of a block was not
+// a tensor, e.g. a DLPack export outliving its context): the device pool waits for the device
+// first. nullptr is the legacy default stream, a stream like any other (a wrapped native stream
+// 0, PyTorch's default), whose releases are ordered on it without a device-wide wait.
+inline void* const kUnorderedRelease = reinterpret_cast<void*>(~uintptr_t{0});
 
 class MemoryPool {
  public:

@@ -146,7 +146,9 @@ kf_result_t kf_tensor_wrap(kf_context_t* ctx, const kf_tensor_desc_t* desc, void
             kf::cuda::set_device(self->device_id);
           } catch (...) {
           }
-          kf::cuda::synchronize_quietly(self->release_stream);
+          // (nullptr: the device, also for a release ordered on the legacy stream)
+          kf::cuda::synchronize_quietly(
+              self->release_stream == kf::kUnorderedRelease ? nullptr : self->release_stream);
         }
         deleter(data, user_data);
       };

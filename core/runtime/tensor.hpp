@@ -24,9 +24,9 @@ struct Storage {
   // cudaEvent_t recorded after the allocation on the home stream; owned (destroyed by release).
   void* ready_event = nullptr;
   // cudaStream_t the release is ordered on. Set by the last tensor that lets go, after ordering
-  // that stream behind every stream of the context; nullptr when the last owner is not a tensor
-  // (e.g. a DLPack export), in which case the release waits for the device instead.
-  void* release_stream = nullptr;
+  // that stream behind every stream of the context; kUnorderedRelease when the last owner is not
+  // a tensor (e.g. a DLPack export), in which case the release waits for the device instead.
+  void* release_stream = kUnorderedRelease;
   Storage() = default;
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;

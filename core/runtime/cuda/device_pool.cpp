@@ -95,10 +95,11 @@ class DevicePool final : public MemoryPool {
     }
     cudaSetDevice(device_);
     cudaStream_t stream = static_cast<cudaStream_t>(native_stream);
-    if (stream == nullptr) {
+    if (native_stream == kUnorderedRelease) {
       // No stream to order on (the last owner was not a tensor, e.g. a DLPack export after its
       // context was destroyed): wait for the device so no pending work can still read the block.
       cudaDeviceSynchronize();
+      stream = nullptr;
     }
     if (cudaFreeAsync(ptr, stream) != cudaSuccess) cudaGetLastError();
     std::lock_guard<std::mutex> lock(mutex_);
