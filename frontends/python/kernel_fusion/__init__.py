@@ -443,6 +443,15 @@ def _buffer_dtype(view):
                         "kernel_fusion dtype") from None
 
 
+class _WriterCell:
+    """The stream whose work last wrote a tensor's memory, shared by the tensor and its views."""
+
+    __slots__ = ("stream",)
+
+    def __init__(self, stream):
+        self.stream = stream
+
+
 class Tensor(_Owned):
     """An n-dimensional array in a Context's memory: owned, a view, or borrowed through DLPack.
 
@@ -458,13 +467,24 @@ class Tensor(_Owned):
         t = cls.__new__(cls)
         t.context = context
         t._handle = handle
-        t._writer = writer  # the stream whose work last wrote it, for DLPack ordering
+        # The stream whose work last wrote the memory, for DLPack ordering: one cell for a tensor
+        # and its views (writer is then the base's cell), since a write through any of them is a
+        # write to the memory they share.
+        t._writer_cell = writer if isinstance(writer, _WriterCell) else _WriterCell(writer)
         d = _capi.TensorDesc()
         _check(_lib.kf_tensor_get_desc(handle, ctypes.byref(d)))
         t.shape = tuple(d.shape[i] for i in range(d.ndim))
         t.strides = tuple(d.strides[i] for i in range(d.ndim))
         t.dtype = _capi.DTYPE_NAMES[d.dtype]
         return t
+
+    @property
+    def _writer(self):
+        return self._writer_cell.stream
+
+    @_writer.setter
+    def _writer(self, stream):
+        self._writer_cell.stream = stream
 
     @property
     def ndim(self):
@@ -504,7 +524,7 @@ class Tensor(_Owned):
         element); the library refuses views that reach outside the memory."""
         handle = _new_handle(_lib.kf_tensor_create_view, self.handle,
                              ctypes.byref(_desc(shape, self.dtype, strides)), offset)
-        return Tensor._adopt(self.context, handle, self._writer)
+        return Tensor._adopt(self.context, handle, self._writer_cell)
 
     def copy_from_host(self, data, stream=None):
         """Copies a host buffer holding every element in row-major order (blocks the host)."""

@@ -96,6 +96,23 @@ def test_views_are_checked(ctx):
         t.view((2,) * 9)
 
 
+def test_views_share_the_stream_that_last_wrote_them(ctx):
+    # DLPack exports order the consumer after the stream that last wrote the memory: a write
+    # through a view is a write to its base, and the other way round (each kept its own before).
+    base = ctx.copy_from_host(np.arange(24, dtype=np.float32))
+    view = base.view((2, 6), strides=(12, 1), offset=6)
+    s1, s2 = ctx.stream(), ctx.stream()
+    kf.softmax(view, out=view, stream=s1)
+    assert base._writer is s1 and view._writer is s1
+    ones = ctx.copy_from_host(np.ones(24, np.float32))
+    kf.add_activation(base, ones, out=base, stream=s2)
+    assert view._writer is s2
+    later = base.view((4,))
+    assert later._writer is s2
+    other = ctx.copy_from_host(np.arange(4, dtype=np.float32))
+    assert other._writer is not s2  # another memory keeps its own
+
+
 def test_dlpack_import_borrows_and_releases_once():
     ctx = kf.Context("cpu")
     a = np.arange(12, dtype=np.float32).reshape(3, 4)
