@@ -168,6 +168,8 @@ KF_API kf_result_t kf_stream_create(kf_context_t* ctx, const kf_stream_config_t*
  *        current stream). The native stream is not destroyed with the wrapper.
  * @param ctx A CUDA context on the device the stream belongs to.
  * @param native_stream The `cudaStream_t` (NULL means the legacy default stream).
+ *        `cudaStreamPerThread` is the per-thread default stream of whichever thread enqueues
+ *        work on the wrapper: use such a wrapper from the thread it stands for.
  * @param[out] out The wrapper.
  * @retval KF_ERROR_NOT_SUPPORTED @p ctx is a CPU context.
  * @retval KF_ERROR_DEVICE_MISMATCH the stream belongs to another device.
