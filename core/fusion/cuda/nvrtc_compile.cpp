@@ -51,7 +51,8 @@ const Nvrtc& nvrtc() {
     const std::string name = "libnvrtc.so." + std::to_string(KF_NVRTC_MAJOR);
     void* library = ::dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (library == nullptr) {
-      const std::string first = ::dlerror();
+      const char* reason = ::dlerror();
+      const std::string first = reason != nullptr ? reason : "no reason given";
       library = ::dlopen((std::string(KF_NVRTC_DIR) + "/" + name).c_str(), RTLD_NOW | RTLD_LOCAL);
       if (library == nullptr) {
         n.failure = name + " could not be loaded (" + first + ")";
