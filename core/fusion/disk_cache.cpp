@@ -112,6 +112,10 @@ bool disk_cache_load(const std::string& dir, const Sha256Digest& key,
     // refused as not a regular file); the file's own size bounds what the header may claim.
     const int fd = ::open(disk_cache_path(dir, key).c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return false;
+    struct Closer {
+      int fd;
+      ~Closer() { ::close(fd); }
+    } closer{fd};
     struct stat st;
     unsigned char header[kHeaderBytes];
     bool ok =
@@ -128,7 +132,6 @@ bool disk_cache_load(const std::string& dir, const Sha256Digest& key,
       char extra = 0;
       ok = read_all(fd, data.data(), data.size()) && ::read(fd, &extra, 1) == 0;
     }
-    ::close(fd);
     if (!ok) return false;
     const Sha256Digest sum = sha256(data.data(), data.size());
     if (std::memcmp(sum.bytes, header + 56, 32) != 0) return false;
