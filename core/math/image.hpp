@@ -24,8 +24,9 @@
 //   - no resize: crop column x - px, i.e. source column cx + x;
 //   - nearest: crop column floor((x - px + 0.5) * cw / pw), clamped into [0, cw);
 //   - bilinear: crop coordinate u = (x - px + 0.5) * cw / pw - 0.5 (half-pixel centres), the
-//     two columns floor(u) and floor(u) + 1 weighted by the fraction of u, in f32 (f64 images:
-//     f64).
+//     two columns floor(u) and floor(u) + 1 weighted by the fraction of u, in f32 for every
+//     image dtype (AxisSample::weight; an f64 image's pixels are blended in f64 with that
+//     weight).
 // Rows likewise. A crop column i outside [0, cw) follows the border rule in crop space (the crop
 // is an image of its own); the resulting source column cx + i, when outside [0, W), follows it
 // again in image space. Constant borders give the border value of the channel (a launch value).
