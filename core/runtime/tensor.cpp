@@ -188,7 +188,11 @@ kf_result_t kf_tensor_create_view(const kf_tensor_t* base, const kf_tensor_desc_
                                            static_cast<uint64_t>(span), &end) ||
                     __builtin_mul_overflow(end, static_cast<uint64_t>(elem), &end) ||
                     __builtin_add_overflow(end, base_offset, &end);
-    KF_REQUIRE_ARG(!overflow && end <= storage.bytes,
+    KF_REQUIRE_ARG(!overflow,
+                   "the view (shape %s, strides %s, offset %" PRId64
+                   " elements) reaches past any memory: its extent in bytes overflows",
+                   kf::shape_string(d).c_str(), kf::strides_string(d).c_str(), offset_elements);
+    KF_REQUIRE_ARG(end <= storage.bytes,
                    "the view (shape %s, strides %s, offset %" PRId64
                    " elements) reaches %llu bytes into base's memory, which holds %zu bytes",
                    kf::shape_string(d).c_str(), kf::strides_string(d).c_str(), offset_elements,
