@@ -38,6 +38,12 @@
  * **Environment.** `KF_CACHE_DIR`: directory of the on-disk kernel cache (default
  * `$XDG_CACHE_HOME/kernel_fusion`, else `~/.cache/kernel_fusion`); `KF_CACHE_DISABLE=1` turns the
  * disk cache off. `KF_DUMP_SOURCE_DIR`: every generated CUDA source is also written there.
+ *
+ * **Cache sizes.** Neither cache evicts: a context keeps every structure it compiled (its
+ * program, and on CUDA its loaded module) until the context is destroyed, also after
+ * kf_fused_kernel_destroy(); the disk cache keeps one file (tens of KiB) per structure and
+ * architecture until its directory is cleared. A program that builds unboundedly many distinct
+ * structures should pass #KF_COMPILE_NO_MEMORY_CACHE or use short-lived contexts.
  */
 #ifndef KERNEL_FUSION_GRAPH_H
 #define KERNEL_FUSION_GRAPH_H
