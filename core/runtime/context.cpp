@@ -136,6 +136,8 @@ kf_stream_t* resolve_checked_stream(kf_context_t* ctx, kf_stream_t* s, const cha
   if (s == nullptr) return ctx->default_stream;
   KF_REQUIRE(s->ctx == ctx, KF_ERROR_DEVICE_MISMATCH, "stream '%s' belongs to another context",
              param_name);
+  if (!s->enqueued.load(std::memory_order_relaxed))
+    s->enqueued.store(true, std::memory_order_relaxed);
   return s;
 }
 

@@ -50,10 +50,13 @@ struct kf_stream_t {
   int32_t priority = 0;
   void* order_event = nullptr;  // cudaEvent_t (no timing) for order_after_all_streams; owned
   kf::GridScratch grid;         // CUDA: the grid-group kernels' words, from ctx->pool; owned
+  // An op, copy, allocation or event record was enqueued through it (resolve_checked_stream):
+  // its destroy must then order the context's later releases after that work.
+  std::atomic<bool> enqueued{false};
 };
 
 // An event may be recorded by one thread while others wait on it, query it or time it (CUDA's
-// events allow that): what the library keeps of it is atomic.
+// events allow that, timing perhaps finding it not ready): what the library keeps is atomic.
 struct kf_event_t {
   kf_context_t* ctx = nullptr;
   void* native = nullptr;  // cudaEvent_t with timing; nullptr on the CPU

@@ -142,11 +142,17 @@ kf_result_t kf_stream_destroy(kf_stream_t* s) {
       // The default stream first waits for this stream's work, so that what is ordered after
       // every stream of the context (a tensor's release, kf_tensor_destroy) stays ordered after
       // it too: a release ordered only after the streams still open would hand memory this
-      // stream's kernels may still be writing to the next allocation. Tensors whose memory is
+      // stream's kernels may still be writing to the next allocation. (Only where the library
+      // enqueued work on it: a wrapper only waited on, as the Python frontend's DLPack exports
+      // make, ties nothing of the caller's stream to the default one.) Tensors whose memory is
       // ordered on this stream move to the default stream.
-      if (ctx->is_cuda()) {
-        kf::cuda::event_record(s->order_event, s->native);
-        kf::cuda::stream_wait_event(ctx->default_stream->native, s->order_event);
+      if (ctx->is_cuda() && s->enqueued.load()) {
+        try {
+          kf::cuda::event_record(s->order_event, s->native);
+          kf::cuda::stream_wait_event(ctx->default_stream->native, s->order_event);
+        } catch (const kf::Error&) {
+          kf::cuda::synchronize_quietly(nullptr);  // no ordering to be had: wait for the device
+        }
       }
       for (kf_tensor_t* t : ctx->tensors) {
         if (t->home == s) t->home = ctx->default_stream;

@@ -14,7 +14,8 @@
  * was enqueued.
  *
  * Threads: a context may be used from many threads at once; a stream by one thread at a time. An
- * event may be recorded by one thread while others wait on it, query it or time it.
+ * event may be recorded by one thread while others wait on it or query it; timing it while it is
+ * recorded again may find it not ready on CUDA (#KF_ERROR_CUDA, as cudaEventElapsedTime).
  */
 #ifndef KERNEL_FUSION_RUNTIME_H
 #define KERNEL_FUSION_RUNTIME_H

@@ -55,7 +55,9 @@ const Nvrtc& nvrtc() {
       const std::string first = reason != nullptr ? reason : "no reason given";
       library = ::dlopen((std::string(KF_NVRTC_DIR) + "/" + name).c_str(), RTLD_NOW | RTLD_LOCAL);
       if (library == nullptr) {
-        n.failure = name + " could not be loaded (" + first + ")";
+        const char* again = ::dlerror();  // (read, so that no error stays pending)
+        n.failure = name + " could not be loaded (" + first + "; from " + KF_NVRTC_DIR + ": " +
+                    (again != nullptr ? again : "no reason given") + ")";
         return n;
       }
     }
