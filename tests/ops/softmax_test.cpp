@@ -180,12 +180,15 @@ TEST_P(SoftmaxTest, FullyMaskedRows) {
 // A NaN logit makes its whole row NaN, also where every other logit is hidden (-inf): such rows
 // gave 0 (log: -inf), as if fully masked, because the row's maximum skipped the NaN. Row 0: one
 // NaN among finite logits; row 1: one NaN, the rest hidden by the mask; row 2: one NaN, the rest
-// -inf in x; row 3: fully hidden (0, log -inf); row 4: finite. Lengths of every regime (on CUDA:
-// warp and block rows, staged rows over a cluster, grid-group rows), the NaN at the start, in
-// the middle and at the end.
+// -inf in x; row 3: fully hidden by the mask (0, log -inf); row 4: finite. Without the mask (the
+// CUDA kernels' mask-free forms: the scale folded into the exponent, the vector streaming rows,
+// the grid-group rows) rows 1 and 3 are finite but for row 1's NaN. Lengths of every regime (on
+// CUDA: warp and block rows, staged rows over a cluster, grid-group rows from 524288 (f32) and
+// 1048576 (16-bit) on), the NaN at the start, in the middle and at the end.
 TEST_P(SoftmaxTest, NanLogitsReachTheirRow) {
+  const int64_t grid_length = dtype() == KF_DTYPE_FLOAT32 ? 524288 : 1048576;
   for (const int64_t length : {int64_t{37}, int64_t{1024}, int64_t{5000}, int64_t{10000},
-                               int64_t{40000}, int64_t{262144}}) {
+                               int64_t{40000}, int64_t{262144}, grid_length}) {
     for (const int64_t at : {int64_t{0}, length / 2 + 1, length - 1}) {
       const Shape shape{5, length};
       Tensor x = tensor(shape), mask = tensor(shape), out = tensor(shape);
@@ -201,25 +204,33 @@ TEST_P(SoftmaxTest, NanLogitsReachTheirRow) {
       mv[element(1, at)] = 0.0;
       kf_test::upload(x, xv);
       kf_test::upload(mask, mv);
-      for (bool log : {false, true}) {
-        SCOPED_TRACE(std::string(dtype_name(dtype())) + " rows of " + std::to_string(length) +
-                     ", NaN at " + std::to_string(at) + (log ? " log" : ""));
-        kf_test::poison(out);
-        KF_ASSERT_OK(
-            (log ? kf_log_softmax : kf_fused_softmax)(ctx(), x, mask, out, 1.0, 0, nullptr));
-        const auto got = kf_test::download(out);
-        size_t not_nan = 0, wrong_hidden = 0;
-        double sum = 0;
-        for (int64_t c = 0; c < length; ++c) {
-          for (int64_t row = 0; row < 3; ++row) not_nan += std::isnan(got[element(row, c)]) ? 0 : 1;
-          const double hidden = got[element(3, c)];
-          wrong_hidden += (log ? std::isinf(hidden) && hidden < 0 : hidden == 0.0) ? 0 : 1;
-          const double y = got[element(4, c)];
-          sum += log ? std::exp(y) : y;
+      for (bool masked : {true, false}) {
+        for (bool log : {false, true}) {
+          SCOPED_TRACE(std::string(dtype_name(dtype())) + " rows of " + std::to_string(length) +
+                       ", NaN at " + std::to_string(at) + (masked ? ", masked" : "") +
+                       (log ? " log" : ""));
+          kf_test::poison(out);
+          KF_ASSERT_OK((log ? kf_log_softmax : kf_fused_softmax)(
+              ctx(), x, masked ? mask.t : nullptr, out, 1.0, 0, nullptr));
+          const auto got = kf_test::download(out);
+          size_t not_nan = 0, wrong_hidden = 0;
+          double sum3 = 0, sum4 = 0;
+          for (int64_t c = 0; c < length; ++c) {
+            for (int64_t row = 0; row < 3; ++row)
+              not_nan += std::isnan(got[element(row, c)]) ? 0 : 1;
+            const double y3 = got[element(3, c)], y4 = got[element(4, c)];
+            if (masked) wrong_hidden += (log ? std::isinf(y3) && y3 < 0 : y3 == 0.0) ? 0 : 1;
+            sum3 += log ? std::exp(y3) : y3;
+            sum4 += log ? std::exp(y4) : y4;
+          }
+          EXPECT_EQ(not_nan, 0u) << "outputs of the rows holding a NaN that are not NaN";
+          if (masked) {
+            EXPECT_EQ(wrong_hidden, 0u) << "outputs of the fully hidden row";
+          } else {
+            EXPECT_NEAR(sum3, 1.0, 0.05) << "row 3's probabilities";
+          }
+          EXPECT_NEAR(sum4, 1.0, 0.05) << "the finite row's probabilities";
         }
-        EXPECT_EQ(not_nan, 0u) << "outputs of the rows holding a NaN that are not NaN";
-        EXPECT_EQ(wrong_hidden, 0u) << "outputs of the fully hidden row";
-        EXPECT_NEAR(sum, 1.0, 0.05) << "the finite row's probabilities";
       }
     }
   }
