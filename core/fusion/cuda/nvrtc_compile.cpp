@@ -20,6 +20,7 @@
 
 #if KF_WITH_CUDA
 #include <dlfcn.h>
+#include <glob.h>
 #include <nvrtc.h>
 
 #include "core/fusion/cuda/embedded_headers.hpp"
@@ -53,6 +54,17 @@ const Nvrtc& nvrtc() {
     if (library == nullptr) {
       const char* reason = ::dlerror();
       const std::string first = reason != nullptr ? reason : "no reason given";
+      // NVRTC opens its builtins library by name when it compiles: loaded from this directory
+      // first, it is found (a loaded library answers for its SONAME), where the loader's search
+      // would not find it either.
+      glob_t builtins{};
+      const std::string pattern = std::string(KF_NVRTC_DIR) + "/libnvrtc-builtins.so." +
+                                  std::to_string(KF_NVRTC_MAJOR) + ".*";
+      if (::glob(pattern.c_str(), 0, nullptr, &builtins) == 0) {
+        for (size_t i = 0; i < builtins.gl_pathc; ++i)
+          ::dlopen(builtins.gl_pathv[i], RTLD_NOW | RTLD_LOCAL);
+      }
+      ::globfree(&builtins);
       library = ::dlopen((std::string(KF_NVRTC_DIR) + "/" + name).c_str(), RTLD_NOW | RTLD_LOCAL);
       if (library == nullptr) {
         const char* again = ::dlerror();  // (read, so that no error stays pending)
