@@ -19,6 +19,9 @@ namespace fusion {
 // Read from the environment at every call (tests change it).
 std::string disk_cache_dir();
 
+// Writes all of data to fd, retrying short writes and EINTR; false on any other failure.
+bool write_all(int fd, const void* data, size_t size);
+
 // The file that holds key's entry in dir.
 std::string disk_cache_path(const std::string& dir, const Sha256Digest& key);
 
