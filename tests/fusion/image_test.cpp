@@ -17,6 +17,10 @@
 
 #include "tests/fusion/fusion_test_util.hpp"
 
+#if defined(KF_TEST_CUDA)
+#include <cuda_runtime.h>
+#endif
+
 namespace {
 
 using fusion_test::Builder;
@@ -795,5 +799,92 @@ TEST_F(ImageTest, HundredsOfCropsMatchTheReferenceAndTheCpu) {
     }
   }
 }
+
+#if defined(KF_TEST_CUDA)
+// A launch whose item table does not fit the kernel parameter (300 items of two frames in a
+// kernel of capacity 1000), captured into a CUDA graph (global capture mode, the strictest) after
+// a warm-up launch, then replayed twice with eager launches of other crops between: each replay
+// must write the captured crops, and each eager launch its own. The table must belong to the
+// graph, not to a staging buffer that later launches reuse.
+TEST_F(ImageTest, CapturedTableLaunchKeepsItsItems) {
+  const int H = 41, W = 57, kItems = 300, kCapacity = 1000, out_h = 7, out_w = 11;
+  kf_image_read_desc_t desc = KF_IMAGE_READ_DESC_INIT;
+  desc.crop = 1;
+  desc.interpolation = KF_INTERP_BILINEAR;
+  desc.border = KF_BORDER_REPLICATE;
+  fusion_test::GraphHandle g(ctx());
+  Builder b{g};
+  b.output(b.read(b.image(KF_DTYPE_UINT8, 3), desc), KF_OUTPUT_AS_IS, true);
+  fusion_test::KernelHandle k = fusion_test::compile(g, kCapacity);
+  ASSERT_NE(k.k, nullptr);
+
+  std::vector<std::vector<Num>> pixels;
+  std::vector<DeviceTensor> frames;
+  for (int f = 0; f < 2; ++f) {
+    pixels.push_back(random_pixels(KF_DTYPE_UINT8, static_cast<size_t>(H) * W * 3, rng));
+    frames.push_back(upload_image(pixels.back(), KF_DTYPE_UINT8, {H, W, 3}, f == 1));
+  }
+  std::vector<kf_rect_t> captured_crops, eager_crops;
+  for (int i = 0; i < kItems; ++i) captured_crops.push_back(random_crop(H, W));
+  for (int i = 0; i < kItems; ++i) eager_crops.push_back(random_crop(H, W));
+  const Shape shape = {kItems, out_h, out_w, 3};
+  DeviceTensor graph_out = output(KF_DTYPE_FLOAT32, shape);
+  DeviceTensor eager_out = output(KF_DTYPE_FLOAT32, shape);
+
+  kf_stream_t* stream = nullptr;
+  KF_ASSERT_OK(kf_stream_create(ctx(), nullptr, &stream));
+  void* native = nullptr;
+  KF_ASSERT_OK(kf_stream_get_native(stream, &native));
+  const auto cs = static_cast<cudaStream_t>(native);
+  auto launch = [&](DeviceTensor& out, const std::vector<kf_rect_t>& crops) {
+    std::vector<const kf_tensor_t*> inputs;
+    std::vector<kf_tensor_t*> outputs;
+    for (int i = 0; i < kItems; ++i) {
+      inputs.push_back(frames[i % 2].handle());
+      outputs.push_back(out.handle());
+    }
+    return fusion_test::launch(k, kItems, inputs, outputs, crops, {}, stream);
+  };
+  auto expect_crops = [&](const DeviceTensor& out, const std::vector<kf_rect_t>& crops,
+                          const std::string& what) {
+    const std::vector<Num> all = fusion_test::download(out, what);
+    const size_t per_item = static_cast<size_t>(out_h) * out_w * 3;
+    for (int i = 0; i < kItems && !HasFailure(); i += 3) {
+      const Img want = read_reference(to_img(pixels[i % 2], KF_DTYPE_UINT8, H, W, 3), crops[i],
+                                      out_w, out_h, desc, {0, 0, 0});
+      const std::vector<Num> item(all.begin() + static_cast<int64_t>(i * per_item),
+                                  all.begin() + static_cast<int64_t>((i + 1) * per_item));
+      expect_image(item, KF_DTYPE_FLOAT32, want, false, 2e-6, what + ", item " + std::to_string(i));
+    }
+  };
+  // The warm-up: the program, its occupancy and every tensor's allocation settled.
+  KF_ASSERT_OK(launch(eager_out, eager_crops));
+  KF_ASSERT_OK(kf_stream_synchronize(stream));
+
+  ASSERT_EQ(cudaStreamBeginCapture(cs, cudaStreamCaptureModeGlobal), cudaSuccess);
+  const kf_result_t captured = launch(graph_out, captured_crops);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(cs, &graph), cudaSuccess);
+  KF_ASSERT_OK(captured);
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (int replay = 0; replay < 2; ++replay) {
+    SCOPED_TRACE("replay " + std::to_string(replay));
+    fusion_test::poison(graph_out);
+    fusion_test::poison(eager_out);
+    KF_ASSERT_OK(launch(eager_out, eager_crops));  // eager launches of other crops, before...
+    ASSERT_EQ(cudaGraphLaunch(exec, cs), cudaSuccess);
+    for (kf_rect_t& r : eager_crops) std::swap(r.x, r.y);
+    KF_ASSERT_OK(launch(eager_out, eager_crops));  // ... and after the replay
+    KF_ASSERT_OK(kf_stream_synchronize(stream));
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    expect_crops(graph_out, captured_crops, "replayed");
+    expect_crops(eager_out, eager_crops, "eager");
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  KF_ASSERT_OK(kf_stream_destroy(stream));
+}
+#endif
 
 }  // namespace

@@ -11,6 +11,8 @@
 // pool (cudaMemcpyAsync; freed stream-ordered after the kernel), and the parameter carries its
 // address. A staging slot is reused once the event recorded after its kernel has completed, so
 // the host never waits for the device unless more than kMaxStagingSlots launches are in flight.
+// A launch on a stream being captured writes its table with kernels instead (table_upload.hpp),
+// so that the graph owns it.
 #include <algorithm>
 #include <cstring>
 #include <deque>
@@ -26,6 +28,7 @@
 #if KF_WITH_CUDA
 #include <cuda_runtime_api.h>
 
+#include "core/fusion/cuda/table_upload.hpp"
 #include "core/runtime/cuda/cuda_check.hpp"
 #include "core/runtime/cuda/device_caps.hpp"
 #include "core/runtime/cuda/launch.hpp"
@@ -272,6 +275,12 @@ class CudaProgram final : public Program {
   void launch_with_table(int64_t* block, size_t n_items, dim3 grid, dim3 threads,
                          cudaStream_t stream) const {
     const size_t bytes = n_items * layout_.item_bytes();
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    cuda::check(cudaStreamIsCapturing(stream, &capture), "querying the stream's capture");
+    if (capture != cudaStreamCaptureStatusNone) {
+      launch_captured_table(block, bytes, grid, threads, stream);
+      return;
+    }
     StagingSlots::Slot* slot = staging_->acquire(bytes);
     bool recorded = false;
     void* table = nullptr;
@@ -293,6 +302,27 @@ class CudaProgram final : public Program {
     }
     pool_->deallocate(table, bytes, stream);  // stream-ordered: after the kernel
     staging_->release(slot, recorded);
+  }
+
+  // Under stream capture the graph may be replayed any number of times, long after this call,
+  // while eager launches reuse the staging slots, and neither an event query nor a pinned
+  // allocation belongs in a capture. The table goes into the graph instead: allocated from the
+  // pool in the graph, written by kernels whose parameters carry it (their nodes hold the bytes),
+  // and freed in the graph after the fused kernel.
+  void launch_captured_table(int64_t* block, size_t bytes, dim3 grid, dim3 threads,
+                             cudaStream_t stream) const {
+    void* table = pool_->allocate(bytes, stream);
+    try {
+      upload_through_parameters(table, block + layout_.header_slots, bytes, stream);
+      std::memcpy(&block[layout_.n_items_slot() + 1], &table, sizeof table);
+      void* params[] = {block};
+      cuda::launch_library_kernel(function_, grid, threads, 0, stream, params, "fused kernel",
+                                  dependent_);
+    } catch (...) {
+      pool_->deallocate(table, bytes, stream);
+      throw;
+    }
+    pool_->deallocate(table, bytes, stream);  // in the graph, after the kernel
   }
 
   const int32_t device_;
