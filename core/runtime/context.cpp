@@ -148,8 +148,16 @@ void activate(const kf_context_t* ctx) {
 void order_after_all_streams(kf_context_t* ctx, kf_stream_t* home) {
   if (!ctx->is_cuda()) return;
   std::lock_guard<std::mutex> lock(ctx->mutex);
+  const uint64_t home_capture = cuda::capture_id(home->native);
   for (kf_stream_t* s : ctx->streams) {
     if (s == home) continue;
+    // Only between streams in the same state: both running eagerly, or both in one capture
+    // sequence. A record on a capturing stream waited for by an eager one would pull the eager
+    // stream into the capture, and a capturing stream may not wait for work outside its capture.
+    // (What a graph enqueues when it is replayed, the user orders before destroying a tensor it
+    // uses.)
+    if (cuda::capture_id(s->native) != home_capture || home_capture == cuda::kCaptureUnknown)
+      continue;
     // A shared event per stream is enough: waiting on a later record of it still orders after
     // everything enqueued before this call.
     cuda::event_record(s->order_event, s->native);

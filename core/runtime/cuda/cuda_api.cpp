@@ -142,6 +142,19 @@ int32_t stream_device(void* stream) {
 #endif
 }
 
+uint64_t capture_id(void* stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  unsigned long long id = 0;
+  const cudaError_t err = cudaStreamGetCaptureInfo(as_stream(stream), &status, &id);
+  if (err == cudaErrorStreamCaptureImplicit) {
+    cudaGetLastError();
+    return kCaptureUnknown;
+  }
+  check(err, "reading the stream's capture state (cudaStreamGetCaptureInfo)");
+  if (status == cudaStreamCaptureStatusNone) return 0;
+  return status == cudaStreamCaptureStatusActive && id != 0 ? id : kCaptureUnknown;
+}
+
 void* event_create(bool timing) {
   cudaEvent_t e = nullptr;
   check(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming),
@@ -240,6 +253,7 @@ void stream_synchronize(void*) { no_cuda(); }
 void synchronize_quietly(void*) noexcept {}
 int32_t stream_priority(void*) { no_cuda(); }
 int32_t stream_device(void*) { no_cuda(); }
+uint64_t capture_id(void*) { no_cuda(); }
 void* event_create(bool) { no_cuda(); }
 void event_destroy(void*) noexcept {}
 void event_record(void*, void*) { no_cuda(); }

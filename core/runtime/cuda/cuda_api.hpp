@@ -28,6 +28,11 @@ void synchronize_quietly(void* stream) noexcept;
 int32_t stream_priority(void* stream);
 // The device a stream belongs to, or -1 when this runtime cannot tell.
 int32_t stream_device(void* stream);
+// 0 when `stream` is not being captured into a CUDA graph; else the id of its capture sequence
+// (unique in the process), or kCaptureUnknown for a capture already invalidated and for the
+// legacy stream while a blocking stream is capturing (nothing may be ordered against it then).
+constexpr uint64_t kCaptureUnknown = UINT64_MAX;
+uint64_t capture_id(void* stream);
 
 void* event_create(bool timing);
 void event_destroy(void* event) noexcept;
