@@ -67,6 +67,7 @@ kf_tensor_t* create_tensor(kf_context_t* ctx, const kf_tensor_desc_t* desc, kf_s
   storage->bytes = bytes;
   storage->release = std::move(release);  // from here on the storage frees the block
   if (ctx->is_cuda()) {
+    storage->ready_capture = cuda::capture_id(home->native);
     storage->ready_event = cuda::event_create(false);
     cuda::event_record(storage->ready_event, home->native);
   }

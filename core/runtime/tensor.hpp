@@ -23,6 +23,10 @@ struct Storage {
   std::function<void()> release;
   // cudaEvent_t recorded after the allocation on the home stream; owned (destroyed by release).
   void* ready_event = nullptr;
+  // The capture sequence (cuda::capture_id) the home stream was in when ready_event was recorded:
+  // 0 for an eager allocation. An allocation made in a capture belongs to the graph, and CUDA
+  // refuses queries of an event recorded in a capture (cudaErrorCapturedEvent).
+  uint64_t ready_capture = 0;
   // cudaStream_t the release is ordered on. Set by the last tensor that lets go, after ordering
   // that stream behind every stream of the context; kUnorderedRelease when the last owner is not
   // a tensor (e.g. a DLPack export), in which case the release waits for the device instead.

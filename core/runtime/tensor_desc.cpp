@@ -199,6 +199,15 @@ bool writes_each_element_once(const kf_tensor_desc_t& d) noexcept {
 void prepare_for_stream(const kf_tensor_t* t, kf_stream_t* s) {
   if (t->ready_event == nullptr || s == t->home || t->ready_done.load(std::memory_order_acquire))
     return;
+  const uint64_t allocated_in = t->storage != nullptr ? t->storage->ready_capture : 0;
+  if (allocated_in != 0) {
+    // Allocated by a graph being captured: a stream in the same capture waits for the allocation
+    // node; anywhere else the memory exists only as the graph's replays make it, which the caller
+    // orders (and the event may not be queried).
+    if (cuda::capture_id(s->native) == allocated_in)
+      cuda::stream_wait_event(s->native, t->ready_event);
+    return;
+  }
   // Once the allocation has completed no stream needs to wait for it again; until then each use
   // on a foreign stream enqueues a wait.
   if (cuda::event_query(t->ready_event)) {

@@ -130,4 +130,41 @@ TEST_F(Capture, TemporaryCreatedAndDestroyedInsideTheCapture) {
   EXPECT_EQ(stats.allocation_count, 3u) << "x, bias and y; the temporary is gone";
 }
 
+// A tensor created on the capturing stream and kept: the graph allocates it, and after one
+// replay it is used eagerly from another stream and destroyed there. Its allocation event was
+// recorded in the capture, which CUDA refuses to query (cudaErrorCapturedEvent): the eager use
+// may not ask about it.
+TEST_F(Capture, TensorCreatedInACaptureIsUsableAfterItsReplay) {
+  const size_t n = static_cast<size_t>(kRows * kCols);
+  const std::vector<double> a = whole_values(n, 31), b = whole_values(n, 32);
+  Tensor x = kf_test::make_tensor(ctx_, KF_DTYPE_FLOAT32, {kRows, kCols});
+  Tensor bias = kf_test::make_tensor(ctx_, KF_DTYPE_FLOAT32, {kRows, kCols});
+  Tensor y = kf_test::make_tensor(ctx_, KF_DTYPE_FLOAT32, {kRows, kCols});
+  kf_test::upload(x, a);
+  kf_test::upload(bias, b);
+  KF_ASSERT_OK(add(x, bias, y));
+  KF_ASSERT_OK(kf_fused_elementwise_add_activation(ctx_, x, bias, y, KF_ACTIVATION_NONE, nullptr));
+  KF_ASSERT_OK(kf_stream_synchronize(stream_));
+  KF_ASSERT_OK(kf_stream_synchronize(nullptr));
+  kf_test::poison(y);
+
+  const kf_tensor_desc_t desc = kf_test::make_desc(KF_DTYPE_FLOAT32, {kRows, kCols});
+  ASSERT_EQ(cudaStreamBeginCapture(cs_, cudaStreamCaptureModeGlobal), cudaSuccess);
+  kf_tensor_t* kept = nullptr;
+  const kf_result_t created = kf_tensor_create_async(ctx_, &desc, stream_, &kept);
+  const kf_result_t filled = created == KF_SUCCESS ? add(x, bias, kept) : KF_ERROR_INTERNAL;
+  end_and_replay(1);
+  KF_ASSERT_OK(created);
+  Tensor owner(kept);
+  KF_ASSERT_OK(filled);
+  // Eagerly, on the default stream: y = kept + x.
+  KF_ASSERT_OK(kf_fused_elementwise_add_activation(ctx_, kept, x, y, KF_ACTIVATION_NONE, nullptr));
+  std::vector<double> want(n);
+  for (size_t i = 0; i < n; ++i) want[i] = 2 * a[i] + b[i];
+  kf_test::expect_close(kf_test::download(y), want, 0.0, "y = kept + x, kept from the graph");
+  KF_ASSERT_OK(kf_tensor_destroy(owner.t));
+  owner.t = nullptr;
+  KF_ASSERT_OK(kf_context_synchronize(ctx_));
+}
+
 }  // namespace
