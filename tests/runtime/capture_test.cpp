@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/common/test_util.hpp"
@@ -53,7 +54,35 @@ class Capture : public ::testing::Test {
     EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
   }
 
+  // x = a, bias = b (whole numbers) and y, each {kRows, kCols} of the default stream; y = x +
+  // bias run once on the test's stream and once on the default stream (kernels, grids and every
+  // allocation settled outside the capture), then y poisoned.
+  void make_operands(uint64_t seed) {
+    const size_t n = static_cast<size_t>(kRows * kCols);
+    a_ = whole_values(n, seed);
+    b_ = whole_values(n, seed + 1);
+    for (Tensor* t : {&x_, &bias_, &y_}) {
+      Tensor made = kf_test::make_tensor(ctx_, KF_DTYPE_FLOAT32, {kRows, kCols});
+      std::swap(t->t, made.t);
+    }
+    kf_test::upload(x_, a_);
+    kf_test::upload(bias_, b_);
+    KF_ASSERT_OK(add(x_, bias_, y_));
+    KF_ASSERT_OK(
+        kf_fused_elementwise_add_activation(ctx_, x_, bias_, y_, KF_ACTIVATION_NONE, nullptr));
+    KF_ASSERT_OK(kf_context_synchronize(ctx_));
+    kf_test::poison(y_);
+  }
+  // a * ka + b * kb, elementwise.
+  std::vector<double> combine(double ka, double kb) const {
+    std::vector<double> v(a_.size());
+    for (size_t i = 0; i < v.size(); ++i) v[i] = ka * a_[i] + kb * b_[i];
+    return v;
+  }
+
   kf_test::Context ctx_;
+  std::vector<double> a_, b_;
+  Tensor x_, bias_, y_;
   kf_stream_t* stream_ = nullptr;
   cudaStream_t cs_ = nullptr;
 };
@@ -63,58 +92,34 @@ class Capture : public ::testing::Test {
 // the default stream wait for it: that joins the default stream to the capture, and the capture
 // ends unjoined or invalidated.
 TEST_F(Capture, TensorDestroyedWhileAnotherStreamCaptures) {
-  const size_t n = static_cast<size_t>(kRows * kCols);
-  const std::vector<double> a = whole_values(n, 11), b = whole_values(n, 12);
-  Tensor x = kf_test::make_tensor(ctx_, KF_DTYPE_FLOAT32, {kRows, kCols});
-  Tensor y = kf_test::make_tensor(ctx_, KF_DTYPE_FLOAT32, {kRows, kCols});
-  Tensor doomed = kf_test::make_tensor(ctx_, KF_DTYPE_FLOAT32, {kRows, kCols});
-  kf_test::upload(x, a);
-  kf_test::upload(doomed, b);
-  // Eagerly: y = x + doomed on the test's stream (so the release has that stream to order after).
-  KF_ASSERT_OK(add(x, doomed, y));
-  KF_ASSERT_OK(kf_stream_synchronize(stream_));
-  kf_test::poison(y);
-
+  make_operands(11);  // bias, used eagerly on the test's stream, is the one destroyed
   ASSERT_EQ(cudaStreamBeginCapture(cs_, cudaStreamCaptureModeGlobal), cudaSuccess);
-  const kf_result_t captured = add(x, x, y);  // y = 2x, in the graph
-  const kf_result_t destroyed = kf_tensor_destroy(doomed.t);
-  doomed.t = nullptr;
+  const kf_result_t captured = add(x_, x_, y_);  // y = 2x, in the graph
+  const kf_result_t destroyed = kf_tensor_destroy(bias_.t);
+  bias_.t = nullptr;
   end_and_replay(2);
   KF_ASSERT_OK(captured);
   KF_ASSERT_OK(destroyed);
-  std::vector<double> want(n);
-  for (size_t i = 0; i < n; ++i) want[i] = 2 * a[i];
-  kf_test::expect_close(kf_test::download(y), want, 0.0, "y = 2x from the graph");
+  kf_test::expect_close(kf_test::download(y_), combine(2, 0), 0.0, "y = 2x from the graph");
   // The context keeps working eagerly: the default stream did not join the capture.
   Tensor z = kf_test::make_tensor(ctx_, KF_DTYPE_FLOAT32, {kRows, kCols});
-  KF_ASSERT_OK(kf_fused_elementwise_add_activation(ctx_, y, x, z, KF_ACTIVATION_NONE, nullptr));
-  for (size_t i = 0; i < n; ++i) want[i] = 3 * a[i];
-  kf_test::expect_close(kf_test::download(z), want, 0.0, "z = y + x, eagerly after the capture");
+  KF_ASSERT_OK(kf_fused_elementwise_add_activation(ctx_, y_, x_, z, KF_ACTIVATION_NONE, nullptr));
+  kf_test::expect_close(kf_test::download(z), combine(3, 0), 0.0, "z = y + x, eagerly after");
 }
 
 // A temporary created on the capturing stream and destroyed before the capture ends (the
 // pattern of framework temporaries): its allocation and its release both belong to the graph,
 // and every replay computes through it.
 TEST_F(Capture, TemporaryCreatedAndDestroyedInsideTheCapture) {
-  const size_t n = static_cast<size_t>(kRows * kCols);
-  const std::vector<double> a = whole_values(n, 21), b = whole_values(n, 22);
-  Tensor x = kf_test::make_tensor(ctx_, KF_DTYPE_FLOAT32, {kRows, kCols});
-  Tensor bias = kf_test::make_tensor(ctx_, KF_DTYPE_FLOAT32, {kRows, kCols});
-  Tensor y = kf_test::make_tensor(ctx_, KF_DTYPE_FLOAT32, {kRows, kCols});
-  kf_test::upload(x, a);
-  kf_test::upload(bias, b);
-  KF_ASSERT_OK(add(x, bias, y));  // the warm-up: the kernel and its grid looked up
-  KF_ASSERT_OK(kf_stream_synchronize(stream_));
-  kf_test::poison(y);
-
+  make_operands(21);
   const kf_tensor_desc_t desc = kf_test::make_desc(KF_DTYPE_FLOAT32, {kRows, kCols});
   ASSERT_EQ(cudaStreamBeginCapture(cs_, cudaStreamCaptureModeGlobal), cudaSuccess);
   kf_tensor_t* tmp = nullptr;
   const kf_result_t created = kf_tensor_create_async(ctx_, &desc, stream_, &tmp);
   kf_result_t first = KF_ERROR_INTERNAL, second = KF_ERROR_INTERNAL, destroyed = KF_ERROR_INTERNAL;
   if (created == KF_SUCCESS) {
-    first = add(x, bias, tmp);  // tmp = x + bias
-    second = add(tmp, x, y);    // y = tmp + x
+    first = add(x_, bias_, tmp);  // tmp = x + bias
+    second = add(tmp, x_, y_);    // y = tmp + x
     destroyed = kf_tensor_destroy(tmp);
   }
   end_and_replay(3);
@@ -122,9 +127,7 @@ TEST_F(Capture, TemporaryCreatedAndDestroyedInsideTheCapture) {
   KF_ASSERT_OK(first);
   KF_ASSERT_OK(second);
   KF_ASSERT_OK(destroyed);
-  std::vector<double> want(n);
-  for (size_t i = 0; i < n; ++i) want[i] = 2 * a[i] + b[i];
-  kf_test::expect_close(kf_test::download(y), want, 0.0, "y = (x + bias) + x from the graph");
+  kf_test::expect_close(kf_test::download(y_), combine(2, 1), 0.0, "y = (x + bias) + x");
   kf_memory_stats_t stats = KF_MEMORY_STATS_INIT;
   KF_ASSERT_OK(kf_context_get_memory_stats(ctx_, &stats));
   EXPECT_EQ(stats.allocation_count, 3u) << "x, bias and y; the temporary is gone";
@@ -135,33 +138,20 @@ TEST_F(Capture, TemporaryCreatedAndDestroyedInsideTheCapture) {
 // recorded in the capture, which CUDA refuses to query (cudaErrorCapturedEvent): the eager use
 // may not ask about it.
 TEST_F(Capture, TensorCreatedInACaptureIsUsableAfterItsReplay) {
-  const size_t n = static_cast<size_t>(kRows * kCols);
-  const std::vector<double> a = whole_values(n, 31), b = whole_values(n, 32);
-  Tensor x = kf_test::make_tensor(ctx_, KF_DTYPE_FLOAT32, {kRows, kCols});
-  Tensor bias = kf_test::make_tensor(ctx_, KF_DTYPE_FLOAT32, {kRows, kCols});
-  Tensor y = kf_test::make_tensor(ctx_, KF_DTYPE_FLOAT32, {kRows, kCols});
-  kf_test::upload(x, a);
-  kf_test::upload(bias, b);
-  KF_ASSERT_OK(add(x, bias, y));
-  KF_ASSERT_OK(kf_fused_elementwise_add_activation(ctx_, x, bias, y, KF_ACTIVATION_NONE, nullptr));
-  KF_ASSERT_OK(kf_stream_synchronize(stream_));
-  KF_ASSERT_OK(kf_stream_synchronize(nullptr));
-  kf_test::poison(y);
-
+  make_operands(31);
   const kf_tensor_desc_t desc = kf_test::make_desc(KF_DTYPE_FLOAT32, {kRows, kCols});
   ASSERT_EQ(cudaStreamBeginCapture(cs_, cudaStreamCaptureModeGlobal), cudaSuccess);
   kf_tensor_t* kept = nullptr;
   const kf_result_t created = kf_tensor_create_async(ctx_, &desc, stream_, &kept);
-  const kf_result_t filled = created == KF_SUCCESS ? add(x, bias, kept) : KF_ERROR_INTERNAL;
+  const kf_result_t filled = created == KF_SUCCESS ? add(x_, bias_, kept) : KF_ERROR_INTERNAL;
   end_and_replay(1);
   KF_ASSERT_OK(created);
   Tensor owner(kept);
   KF_ASSERT_OK(filled);
   // Eagerly, on the default stream: y = kept + x.
-  KF_ASSERT_OK(kf_fused_elementwise_add_activation(ctx_, kept, x, y, KF_ACTIVATION_NONE, nullptr));
-  std::vector<double> want(n);
-  for (size_t i = 0; i < n; ++i) want[i] = 2 * a[i] + b[i];
-  kf_test::expect_close(kf_test::download(y), want, 0.0, "y = kept + x, kept from the graph");
+  KF_ASSERT_OK(
+      kf_fused_elementwise_add_activation(ctx_, kept, x_, y_, KF_ACTIVATION_NONE, nullptr));
+  kf_test::expect_close(kf_test::download(y_), combine(2, 1), 0.0, "y = kept + x");
   KF_ASSERT_OK(kf_tensor_destroy(owner.t));
   owner.t = nullptr;
   KF_ASSERT_OK(kf_context_synchronize(ctx_));
