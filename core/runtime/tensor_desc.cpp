@@ -214,6 +214,13 @@ void prepare_for_stream(const kf_tensor_t* t, kf_stream_t* s) {
     t->ready_done.store(true, std::memory_order_release);
     return;
   }
+  if (cuda::capture_id(s->native) != 0) {
+    // A capturing stream may not wait for work outside its capture (cudaErrorStreamCapture-
+    // Isolation): the host waits for the allocation instead, once.
+    cuda::event_synchronize(t->ready_event);
+    t->ready_done.store(true, std::memory_order_release);
+    return;
+  }
   cuda::stream_wait_event(s->native, t->ready_event);
 }
 
