@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,6 +29,9 @@ class Capture : public ::testing::Test {
  protected:
   void SetUp() override {
     KF_REQUIRE_DEVICE();
+    context_ = std::make_unique<kf_test::Context>();
+    ctx_ = context_->ctx;
+    ASSERT_NE(ctx_, nullptr);
     KF_ASSERT_OK(kf_stream_create(ctx_, nullptr, &stream_));
     void* native = nullptr;
     KF_ASSERT_OK(kf_stream_get_native(stream_, &native));
@@ -80,7 +84,8 @@ class Capture : public ::testing::Test {
     return v;
   }
 
-  kf_test::Context ctx_;
+  std::unique_ptr<kf_test::Context> context_;  // made in SetUp, once a device is known
+  kf_context_t* ctx_ = nullptr;
   std::vector<double> a_, b_;
   Tensor x_, bias_, y_;
   kf_stream_t* stream_ = nullptr;
