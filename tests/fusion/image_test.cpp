@@ -208,6 +208,21 @@ Img to_img(const std::vector<Num>& values, kf_dtype_t d, int h, int w, int c) {
 }
 
 // Compares an output (row-major in its own layout) with a reference image in that layout.
+// A crop read with the given interpolation and border (the other fields at their defaults).
+kf_image_read_desc_t crop_read(kf_interpolation_t interp, kf_border_t border) {
+  kf_image_read_desc_t desc = KF_IMAGE_READ_DESC_INIT;
+  desc.crop = 1;
+  desc.interpolation = interp;
+  desc.border = border;
+  return desc;
+}
+
+// Item i's values of a batched output of per_item values per item.
+std::vector<Num> item_values(const std::vector<Num>& all, int i, size_t per_item) {
+  const auto first = all.begin() + static_cast<int64_t>(static_cast<size_t>(i) * per_item);
+  return std::vector<Num>(first, first + static_cast<int64_t>(per_item));
+}
+
 void expect_image(const std::vector<Num>& got, kf_dtype_t d, const Img& want, bool planar,
                   double tolerance, const std::string& what) {
   ASSERT_EQ(got.size(), want.v.size()) << what;
@@ -288,10 +303,7 @@ TEST_F(ImageTest, CropResizeConvertNormalize) {
                      " x" + std::to_string(channels) + ", interpolation " + std::to_string(interp) +
                      ", border " + std::to_string(border) + ", keep-aspect " +
                      std::to_string(keep));
-        kf_image_read_desc_t desc = KF_IMAGE_READ_DESC_INIT;
-        desc.crop = 1;
-        desc.interpolation = interp;
-        desc.border = border;
+        kf_image_read_desc_t desc = crop_read(interp, border);
         desc.keep_aspect_ratio = keep;
         desc.border_value = 7.0;
 
@@ -357,8 +369,7 @@ TEST_F(ImageTest, CropResizeConvertNormalize) {
                        read_dtype == KF_DTYPE_UINT8 ? 0.0 : 2e-6, what + " (read)");
           const Img conv = convert_color ? convert(read_ref, conversion, 0) : read_ref;
           const Img norm = normalize(conv, 1.5, launch_mean, launch_std);
-          const std::vector<Num> item(all.begin() + static_cast<int64_t>(i * per_item),
-                                      all.begin() + static_cast<int64_t>((i + 1) * per_item));
+          const std::vector<Num> item = item_values(all, i, per_item);
           expect_image(item, float_dtype, norm, true, 2e-5, what + " (normalised)");
         }
         if (HasFailure()) return;
@@ -543,10 +554,7 @@ TEST_F(ImageTest, Nv12ToRgb) {
         SCOPED_TRACE("standard " + std::to_string(standard) + ", full range " +
                      std::to_string(full_range) + ", interpolation " + std::to_string(interp) +
                      ", border " + std::to_string(border));
-        kf_image_read_desc_t desc = KF_IMAGE_READ_DESC_INIT;
-        desc.crop = 1;
-        desc.interpolation = interp;
-        desc.border = border;
+        kf_image_read_desc_t desc = crop_read(interp, border);
         desc.border_value = 3.0;
         desc.color_standard = standard;
         desc.full_range = full_range;
@@ -588,10 +596,7 @@ TEST_F(ImageTest, Nv12ToRgb) {
 // resize of each crop to 24 x 16, written planar into one [50, 3, 16, 24] f32 tensor.
 TEST_F(ImageTest, FiftyCropsOfOneFrameInOneLaunch) {
   const int H = 120, W = 160, kItems = 50, out_h = 16, out_w = 24;
-  kf_image_read_desc_t desc = KF_IMAGE_READ_DESC_INIT;
-  desc.crop = 1;
-  desc.interpolation = KF_INTERP_BILINEAR;
-  desc.border = KF_BORDER_REPLICATE;
+  const kf_image_read_desc_t desc = crop_read(KF_INTERP_BILINEAR, KF_BORDER_REPLICATE);
   fusion_test::GraphHandle g(ctx());
   Builder b{g};
   const int32_t image = b.image(KF_DTYPE_UINT8, 3);
@@ -619,8 +624,7 @@ TEST_F(ImageTest, FiftyCropsOfOneFrameInOneLaunch) {
   for (int i = 0; i < kItems; ++i) {
     Img want = read_reference(src, crops[i], out_w, out_h, desc, {0, 0, 0});
     want = normalize(want, 1.0 / 255, {0.485, 0.456, 0.406}, {0.229, 0.224, 0.225});
-    const std::vector<Num> item(all.begin() + static_cast<int64_t>(i * per_item),
-                                all.begin() + static_cast<int64_t>((i + 1) * per_item));
+    const std::vector<Num> item = item_values(all, i, per_item);
     expect_image(item, KF_DTYPE_FLOAT32, want, true, 2e-5, "crop " + std::to_string(i));
   }
 }
@@ -707,10 +711,8 @@ TEST_F(ImageTest, HundredsOfCropsMatchTheReferenceAndTheCpu) {
   const std::vector<double> mean = {0.485, 0.456, 0.406}, stdev = {0.229, 0.224, 0.225};
   for (int variant = 0; variant < 2; ++variant) {
     SCOPED_TRACE("variant " + std::to_string(variant));
-    kf_image_read_desc_t desc = KF_IMAGE_READ_DESC_INIT;
-    desc.crop = 1;
-    desc.interpolation = KF_INTERP_BILINEAR;
-    desc.border = variant == 0 ? KF_BORDER_REPLICATE : KF_BORDER_CONSTANT;
+    kf_image_read_desc_t desc =
+        crop_read(KF_INTERP_BILINEAR, variant == 0 ? KF_BORDER_REPLICATE : KF_BORDER_CONSTANT);
     desc.keep_aspect_ratio = variant;
     desc.border_value = 17.0;
     // The same graph in this test's context and on the CPU.
@@ -787,13 +789,10 @@ TEST_F(ImageTest, HundredsOfCropsMatchTheReferenceAndTheCpu) {
         const Img src = to_img(pixels[uniform ? 0 : i % 2], KF_DTYPE_UINT8, H, W, 3);
         const Img read = read_reference(src, crops[i], out_w, out_h, desc, border);
         const std::string what = "item " + std::to_string(i);
-        const auto slice = [&](const std::vector<Num>& all) {
-          return std::vector<Num>(all.begin() + static_cast<int64_t>(i * per_item),
-                                  all.begin() + static_cast<int64_t>((i + 1) * per_item));
-        };
-        expect_image(slice(got_raw), KF_DTYPE_FLOAT32, read, false, 2e-6, what + " (read)");
-        expect_image(slice(got_planar), KF_DTYPE_FLOAT32, normalize(read, 1.0 / 255, mean, stdev),
-                     true, 2e-5, what + " (normalised)");
+        expect_image(item_values(got_raw, i, per_item), KF_DTYPE_FLOAT32, read, false, 2e-6,
+                     what + " (read)");
+        expect_image(item_values(got_planar, i, per_item), KF_DTYPE_FLOAT32,
+                     normalize(read, 1.0 / 255, mean, stdev), true, 2e-5, what + " (normalised)");
       }
       if (HasFailure()) return;
     }
@@ -808,10 +807,7 @@ TEST_F(ImageTest, HundredsOfCropsMatchTheReferenceAndTheCpu) {
 // graph, not to a staging buffer that later launches reuse.
 TEST_F(ImageTest, CapturedTableLaunchKeepsItsItems) {
   const int H = 41, W = 57, kItems = 300, kCapacity = 1000, out_h = 7, out_w = 11;
-  kf_image_read_desc_t desc = KF_IMAGE_READ_DESC_INIT;
-  desc.crop = 1;
-  desc.interpolation = KF_INTERP_BILINEAR;
-  desc.border = KF_BORDER_REPLICATE;
+  const kf_image_read_desc_t desc = crop_read(KF_INTERP_BILINEAR, KF_BORDER_REPLICATE);
   fusion_test::GraphHandle g(ctx());
   Builder b{g};
   b.output(b.read(b.image(KF_DTYPE_UINT8, 3), desc), KF_OUTPUT_AS_IS, true);
@@ -852,8 +848,7 @@ TEST_F(ImageTest, CapturedTableLaunchKeepsItsItems) {
     for (int i = 0; i < kItems && !HasFailure(); i += 3) {
       const Img want = read_reference(to_img(pixels[i % 2], KF_DTYPE_UINT8, H, W, 3), crops[i],
                                       out_w, out_h, desc, {0, 0, 0});
-      const std::vector<Num> item(all.begin() + static_cast<int64_t>(i * per_item),
-                                  all.begin() + static_cast<int64_t>((i + 1) * per_item));
+      const std::vector<Num> item = item_values(all, i, per_item);
       expect_image(item, KF_DTYPE_FLOAT32, want, false, 2e-6, what + ", item " + std::to_string(i));
     }
   };

@@ -46,6 +46,15 @@ class Capture : public ::testing::Test {
   kf_result_t add(kf_tensor_t* a, kf_tensor_t* b, kf_tensor_t* out) {
     return kf_fused_elementwise_add_activation(ctx_, a, b, out, KF_ACTIVATION_NONE, stream_);
   }
+  // Begins a capture of the test's stream (global mode) and creates a {kRows, kCols} f32 tensor
+  // on it, inside the capture: the creation's result (INTERNAL when the capture did not begin).
+  kf_result_t begin_capture_with_tensor(kf_tensor_t** out) {
+    const cudaError_t begun = cudaStreamBeginCapture(cs_, cudaStreamCaptureModeGlobal);
+    EXPECT_EQ(begun, cudaSuccess);
+    if (begun != cudaSuccess) return KF_ERROR_INTERNAL;
+    const kf_tensor_desc_t desc = kf_test::make_desc(KF_DTYPE_FLOAT32, {kRows, kCols});
+    return kf_tensor_create_async(ctx_, &desc, stream_, out);
+  }
   // Ends the capture begun on the test's stream and runs its graph `replays` times.
   void end_and_replay(int replays) {
     cudaGraph_t graph = nullptr;
@@ -117,10 +126,9 @@ TEST_F(Capture, TensorDestroyedWhileAnotherStreamCaptures) {
 // and every replay computes through it.
 TEST_F(Capture, TemporaryCreatedAndDestroyedInsideTheCapture) {
   make_operands(21);
-  const kf_tensor_desc_t desc = kf_test::make_desc(KF_DTYPE_FLOAT32, {kRows, kCols});
-  ASSERT_EQ(cudaStreamBeginCapture(cs_, cudaStreamCaptureModeGlobal), cudaSuccess);
   kf_tensor_t* tmp = nullptr;
-  const kf_result_t created = kf_tensor_create_async(ctx_, &desc, stream_, &tmp);
+  const kf_result_t created = begin_capture_with_tensor(&tmp);
+  ASSERT_FALSE(HasFailure());
   kf_result_t first = KF_ERROR_INTERNAL, second = KF_ERROR_INTERNAL, destroyed = KF_ERROR_INTERNAL;
   if (created == KF_SUCCESS) {
     first = add(x_, bias_, tmp);  // tmp = x + bias
@@ -144,10 +152,9 @@ TEST_F(Capture, TemporaryCreatedAndDestroyedInsideTheCapture) {
 // may not ask about it.
 TEST_F(Capture, TensorCreatedInACaptureIsUsableAfterItsReplay) {
   make_operands(31);
-  const kf_tensor_desc_t desc = kf_test::make_desc(KF_DTYPE_FLOAT32, {kRows, kCols});
-  ASSERT_EQ(cudaStreamBeginCapture(cs_, cudaStreamCaptureModeGlobal), cudaSuccess);
   kf_tensor_t* kept = nullptr;
-  const kf_result_t created = kf_tensor_create_async(ctx_, &desc, stream_, &kept);
+  const kf_result_t created = begin_capture_with_tensor(&kept);
+  ASSERT_FALSE(HasFailure());
   const kf_result_t filled = created == KF_SUCCESS ? add(x_, bias_, kept) : KF_ERROR_INTERNAL;
   end_and_replay(1);
   KF_ASSERT_OK(created);
