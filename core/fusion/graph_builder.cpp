@@ -206,6 +206,7 @@ void declare_input(kf_graph_t* handle, const kf_graph_input_desc_t* desc, int32_
                  "desc->struct_size is %zu; initialise the descriptor with "
                  "KF_GRAPH_INPUT_DESC_INIT (sizeof(kf_graph_input_desc_t) is %zu)",
                  desc->struct_size, sizeof(kf_graph_input_desc_t));
+  require_unknown_tail_zero(desc, desc->struct_size, sizeof(kf_graph_input_desc_t), "desc");
   const int kind = raw_enum(desc->kind);
   require_enum(kind, KF_INPUT_NV12 + 1, "desc->kind", "kf_input_kind_t");
   const int dtype = raw_enum(desc->dtype);
@@ -371,6 +372,7 @@ void add_read(kf_graph_t* handle, int32_t image, const kf_image_read_desc_t* des
                  "desc->struct_size is %zu; initialise the descriptor with "
                  "KF_IMAGE_READ_DESC_INIT (sizeof(kf_image_read_desc_t) is %zu)",
                  desc->struct_size, sizeof(kf_image_read_desc_t));
+  require_unknown_tail_zero(desc, desc->struct_size, sizeof(kf_image_read_desc_t), "desc");
   KF_REQUIRE_ARG(image >= 0 && static_cast<size_t>(image) < g.nodes.size(),
                  "image is node %d, which does not exist (the graph has %zu nodes)", image,
                  g.nodes.size());
@@ -470,6 +472,7 @@ void mark_output(kf_graph_t* handle, int32_t id, const kf_graph_output_desc_t* d
                    "desc->struct_size is %zu; initialise the descriptor with "
                    "KF_GRAPH_OUTPUT_DESC_INIT (sizeof(kf_graph_output_desc_t) is %zu)",
                    desc->struct_size, sizeof(kf_graph_output_desc_t));
+    require_unknown_tail_zero(desc, desc->struct_size, sizeof(kf_graph_output_desc_t), "desc");
     d.batched = desc->batched;
     const int layout = raw_enum(desc->layout);
     require_enum(layout, KF_OUTPUT_PLANAR + 1, "desc->layout", "kf_output_layout_t");

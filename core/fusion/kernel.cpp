@@ -35,6 +35,7 @@ kf_compile_options_t read_options(const kf_compile_options_t* options) {
                  "options->struct_size is %zu; initialise the options with "
                  "KF_COMPILE_OPTIONS_INIT (sizeof(kf_compile_options_t) is %zu)",
                  options->struct_size, sizeof(kf_compile_options_t));
+  require_unknown_tail_zero(options, options->struct_size, sizeof(kf_compile_options_t), "options");
   KF_REQUIRE_ARG(options->max_items >= 1 && options->max_items <= kMaxItems,
                  "options->max_items is %d; the batch capacity is 1 to %d items",
                  options->max_items, kMaxItems);

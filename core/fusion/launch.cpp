@@ -128,6 +128,18 @@ void bind_tensor_item(const std::vector<Use>& inputs, const std::vector<Use>& ou
   }
 }
 
+// The longest image side (rows or columns of an image, a frame's luma or an output) a launch
+// takes. Image kernels hold columns in 32-bit ints: a column plus the grid's stride (about the
+// widest output) must stay below 2^31.
+constexpr int64_t kMaxImageSide = int64_t{1} << 29;
+
+void require_image_sides(const Use& u, const kf_tensor_desc_t& d, int64_t h, int64_t w) {
+  KF_REQUIRE(h <= kMaxImageSide && w <= kMaxImageSide, KF_ERROR_NOT_SUPPORTED,
+             "%s has shape %s: images and image outputs are limited to %" PRId64
+             " (2^29) rows and columns",
+             where_bound(u).c_str(), shape_string(d).c_str(), kMaxImageSide);
+}
+
 // Image graphs: [H, W, C] images and [H * 3 / 2, W] NV12 frames as they are; outputs folded to
 // (y, x, c) whatever their layout, a batched one offset to its item. As bind_tensor_item, in
 // place.
@@ -152,6 +164,7 @@ void bind_image_item(const Graph& g, const std::vector<Use>& inputs,
     KF_REQUIRE(d.shape[0] > 0 && d.shape[1] > 0, KF_ERROR_SHAPE_MISMATCH,
                "%s has shape %s: an image read needs at least one pixel", where_bound(u).c_str(),
                shape_string(d).c_str());
+    require_image_sides(u, d, d.shape[0], d.shape[1]);
     bind_as_is(u.tensor, &item->inputs[j]);
   }
   item->rank = 2;
@@ -171,6 +184,7 @@ void bind_image_item(const Graph& g, const std::vector<Use>& inputs,
     KF_REQUIRE(!o.batched || d.shape[0] >= n_items, KF_ERROR_SHAPE_MISMATCH,
                "%s has shape %s: a batched output needs N >= n_items (%d)", where_bound(u).c_str(),
                shape_string(d).c_str(), n_items);
+    require_image_sides(u, d, d.shape[y], d.shape[x]);
     if (j == 0) {
       item->shape[0] = d.shape[y];
       item->shape[1] = d.shape[x];
@@ -283,6 +297,7 @@ void make_plan(const kf_fused_kernel_t* k, const kf_launch_args_t* args, Scratch
                  "args->struct_size is %zu; initialise the arguments with KF_LAUNCH_ARGS_INIT "
                  "(sizeof(kf_launch_args_t) is %zu)",
                  args->struct_size, sizeof(kf_launch_args_t));
+  require_unknown_tail_zero(args, args->struct_size, sizeof(kf_launch_args_t), "args");
   const int32_t n_items = args->n_items;
   KF_REQUIRE_ARG(n_items >= 1 && n_items <= k->options.max_items,
                  "args->n_items is %d; this kernel runs 1 to %d items per launch (its compile "

@@ -37,6 +37,7 @@ kf_context_config_t read_config(const kf_context_config_t* config) {
       "config->struct_size is %zu; the smallest kf_context_config_t layout served is %zu bytes "
       "(initialise the config with KF_CONTEXT_CONFIG_INIT)",
       config->struct_size, kMinContextConfigSize);
+  require_unknown_tail_zero(config, config->struct_size, sizeof(kf_context_config_t), "config");
   // Read only what the caller's layout holds; fields it lacks keep their defaults.
   std::memcpy(&c, config, std::min(config->struct_size, sizeof(c)));
   c.struct_size = sizeof(c);
@@ -145,9 +146,10 @@ void activate(const kf_context_t* ctx) {
   if (ctx->is_cuda()) cuda::set_device(ctx->device_id);
 }
 
-void order_after_all_streams(kf_context_t* ctx, kf_stream_t* home) {
-  if (!ctx->is_cuda()) return;
+void* order_after_all_streams(kf_context_t* ctx, kf_stream_t* home) {
+  if (!ctx->is_cuda()) return nullptr;
   std::lock_guard<std::mutex> lock(ctx->mutex);
+  if (ctx->streams.count(home) == 0) home = ctx->default_stream;
   const uint64_t home_capture = cuda::capture_id(home->native);
   for (kf_stream_t* s : ctx->streams) {
     if (s == home) continue;
@@ -163,6 +165,7 @@ void order_after_all_streams(kf_context_t* ctx, kf_stream_t* home) {
     cuda::event_record(s->order_event, s->native);
     cuda::stream_wait_event(home->native, s->order_event);
   }
+  return home->native;
 }
 
 }  // namespace kf

@@ -75,8 +75,10 @@ kf_stream_t* resolve_stream(kf_context_t* ctx, kf_stream_t* s, const char* param
 // The same for a stream whose handle the caller has checked (check_handles), or NULL.
 kf_stream_t* resolve_checked_stream(kf_context_t* ctx, kf_stream_t* s, const char* param_name);
 
-// Enqueues on `home` a wait for all work already enqueued on every stream of the context.
-void order_after_all_streams(kf_context_t* ctx, kf_stream_t* home);
+// Enqueues on `home` a wait for all work already enqueued on every stream of the context, and
+// returns home's native stream. A home destroyed meanwhile (by another thread, whose
+// kf_stream_destroy ordered the default stream after it) is replaced by the default stream.
+void* order_after_all_streams(kf_context_t* ctx, kf_stream_t* home);
 
 // Makes the context's device current on this thread (CUDA contexts; no-op on the CPU). Every
 // entry point that issues CUDA work calls it, since the calling thread may differ between calls.

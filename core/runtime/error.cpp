@@ -45,6 +45,17 @@ void fail(kf_result_t code, const char* fmt, ...) {
   throw Error(code, std::move(message));
 }
 
+void require_unknown_tail_zero(const void* s, size_t struct_size, size_t known, const char* what) {
+  const unsigned char* bytes = static_cast<const unsigned char*>(s);
+  for (size_t i = known; i < struct_size; ++i) {
+    KF_REQUIRE(bytes[i] == 0, KF_ERROR_VERSION_MISMATCH,
+               "%s->struct_size is %zu, and its byte %zu, past the %zu bytes of the layout this "
+               "library (version %d.%d.%d) knows, is not zero: the caller's headers are newer "
+               "and set a field this library does not have",
+               what, struct_size, i, known, KF_VERSION_MAJOR, KF_VERSION_MINOR, KF_VERSION_PATCH);
+  }
+}
+
 void set_last_error(const char* message) noexcept {
   try {
     last_error() = message != nullptr ? message : "";

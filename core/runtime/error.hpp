@@ -42,6 +42,13 @@ std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 [[noreturn]] void fail(kf_result_t code, const char* fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+// A struct passed in carries its struct_size, so that a caller built against newer headers can
+// call this library. Its bytes past `known` (the layout this library reads) are fields a newer
+// header appended; the _INIT macros zero them, so zero bytes mean "left at the default" and are
+// ignored. A nonzero byte there sets something this library does not know:
+// KF_ERROR_VERSION_MISMATCH, naming `what` (e.g. "config") and the byte.
+void require_unknown_tail_zero(const void* s, size_t struct_size, size_t known, const char* what);
+
 void set_last_error(const char* message) noexcept;
 void clear_last_error() noexcept;
 

@@ -105,7 +105,9 @@ kf_result_t kf_event_destroy(kf_event_t* e) {
     kf::activate(e->ctx);
     {
       std::lock_guard<std::mutex> lock(e->ctx->mutex);
-      e->ctx->events.erase(e);
+      // Gone meanwhile: another thread's destroy of it, or of its context, took it first.
+      KF_REQUIRE(e->ctx->events.erase(e) == 1, KF_ERROR_INVALID_HANDLE,
+                 "e is not a live event (another thread destroyed it, or its context)");
     }
     kf::unregister_handle(e);
     kf::cuda::event_destroy(e->native);

@@ -34,12 +34,13 @@ class HostPool final : public MemoryPool {
   void* allocate(size_t bytes, void* /*native_stream*/) override {
     if (bytes == 0) return nullptr;
     std::lock_guard<std::mutex> lock(mutex_);
-    size_t block = size_class(bytes);
     size_t exact = (bytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
     KF_REQUIRE(exact >= bytes, KF_ERROR_OUT_OF_MEMORY, "cannot allocate %zu bytes: size overflows",
                bytes);
-    // Near the limit, an exact-size block may fit where the rounded class does not.
-    if (limit_ != 0 && block > limit_ - std::min<uint64_t>(limit_, in_use_blocks_)) block = exact;
+    // Under a limit, blocks are the request rounded up to the alignment only: a size class's
+    // slack (up to 25 %) would count against the limit, and tensors whose sizes add up to less
+    // than it would not fit.
+    const size_t block = limit_ != 0 ? exact : size_class(bytes);
     void* p = take_cached(block);
     if (p == nullptr) {
       if (limit_ != 0 && reserved_ + block > limit_) {
@@ -47,10 +48,11 @@ class HostPool final : public MemoryPool {
       }
       if (limit_ != 0 && reserved_ + block > limit_) {
         fail(KF_ERROR_OUT_OF_MEMORY,
-             "cannot allocate %zu bytes: the context's memory limit is %llu bytes and %llu bytes "
-             "are in use",
-             bytes, static_cast<unsigned long long>(limit_),
-             static_cast<unsigned long long>(in_use_));
+             "cannot allocate %zu bytes (a block of %zu, 64-byte aligned): the context's memory "
+             "limit is %llu bytes and live tensors hold %llu bytes in blocks of %llu",
+             bytes, block, static_cast<unsigned long long>(limit_),
+             static_cast<unsigned long long>(in_use_),
+             static_cast<unsigned long long>(in_use_blocks_));
       }
       p = std::aligned_alloc(kHostAlignment, block);
       if (p == nullptr) {

@@ -82,6 +82,8 @@ kf_result_t kf_stream_create(kf_context_t* ctx, const kf_stream_config_t* config
           "config->struct_size is %zu; the smallest kf_stream_config_t layout served is %zu bytes "
           "(initialise the config with KF_STREAM_CONFIG_INIT)",
           config->struct_size, kf::kMinStreamConfigSize);
+      kf::require_unknown_tail_zero(config, config->struct_size, sizeof(kf_stream_config_t),
+                                    "config");
       c.priority = config->priority;
       if (config->struct_size >= offsetof(kf_stream_config_t, flags) + sizeof(uint32_t))
         c.flags = config->flags;
@@ -139,6 +141,9 @@ kf_result_t kf_stream_destroy(kf_stream_t* s) {
     kf::activate(ctx);
     {
       std::lock_guard<std::mutex> lock(ctx->mutex);
+      // Gone meanwhile: another thread's destroy of it, or of its context, took it first.
+      KF_REQUIRE(ctx->streams.count(s) == 1, KF_ERROR_INVALID_HANDLE,
+                 "s is not a live stream (another thread destroyed it, or its context)");
       // The default stream first waits for this stream's work, so that what is ordered after
       // every stream of the context (a tensor's release, kf_tensor_destroy) stays ordered after
       // it too: a release ordered only after the streams still open would hand memory this
@@ -155,7 +160,8 @@ kf_result_t kf_stream_destroy(kf_stream_t* s) {
         }
       }
       for (kf_tensor_t* t : ctx->tensors) {
-        if (t->home == s) t->home = ctx->default_stream;
+        if (t->home.load(std::memory_order_relaxed) == s)
+          t->home.store(ctx->default_stream, std::memory_order_relaxed);
       }
       ctx->streams.erase(s);
     }

@@ -12,9 +12,10 @@
 
 namespace kf {
 
-kf_tensor_t* adopt_tensor(std::unique_ptr<kf_tensor_t> t) {
+kf_tensor_t* adopt_tensor(std::unique_ptr<kf_tensor_t> t, const kf_tensor_t* home_of) {
   kf_context_t* ctx = t->ctx;
   std::lock_guard<std::mutex> lock(ctx->mutex);
+  if (home_of != nullptr) t->home.store(home_of->home.load(std::memory_order_relaxed));
   ctx->tensors.insert(t.get());
   try {
     register_handle(t.get(), HandleKind::tensor);
@@ -26,12 +27,12 @@ kf_tensor_t* adopt_tensor(std::unique_ptr<kf_tensor_t> t) {
 }
 
 void delete_tensor(kf_tensor_t* t) noexcept {
+  kf_stream_t* home = t->home.load(std::memory_order_relaxed);
   if (t->storage != nullptr && t->storage.use_count() == 1 && t->ctx->is_cuda() &&
-      t->home != nullptr) {
+      home != nullptr) {
     try {
       activate(t->ctx);
-      order_after_all_streams(t->ctx, t->home);
-      t->storage->release_stream = t->home->native;
+      t->storage->release_stream = order_after_all_streams(t->ctx, home);
     } catch (...) {
       // Without the ordering, the release falls back to waiting for the device.
     }
@@ -208,8 +209,7 @@ kf_result_t kf_tensor_create_view(const kf_tensor_t* base, const kf_tensor_desc_
     t->storage = base->storage;
     t->read_only = base->read_only;
     t->ready_event = base->ready_event;
-    t->home = base->home;
-    *out = kf::adopt_tensor(std::move(t));
+    *out = kf::adopt_tensor(std::move(t), base);
   });
 }
 
@@ -219,7 +219,9 @@ kf_result_t kf_tensor_destroy(kf_tensor_t* t) {
     kf::checked(t, "t");
     {
       std::lock_guard<std::mutex> lock(t->ctx->mutex);
-      t->ctx->tensors.erase(t);
+      // Gone meanwhile: another thread's destroy of it, or of its context, took it first.
+      KF_REQUIRE(t->ctx->tensors.erase(t) == 1, KF_ERROR_INVALID_HANDLE,
+                 "t is not a live tensor (another thread destroyed it, or its context)");
     }
     kf::unregister_handle(t);
     kf::delete_tensor(t);

@@ -51,7 +51,10 @@ struct kf_tensor_t {
   void* ready_event = nullptr;
   // Set once ready_event is known to have completed: later uses on other streams skip the wait.
   mutable std::atomic<bool> ready_done{false};
-  kf_stream_t* home = nullptr;  // stream the allocation is ordered on
+  // The stream the allocation is ordered on. Atomic: kf_stream_destroy moves the tensors of the
+  // stream it destroys to the default stream (under the context's mutex) while other threads may
+  // be reading it for their calls with the tensor.
+  std::atomic<kf_stream_t*> home{nullptr};
 };
 
 namespace kf {
@@ -76,7 +79,9 @@ kf_tensor_desc_t normalize_desc(const kf_tensor_desc_t* desc, const char* param_
 
 // Adds a new tensor to its context and the handle registry and returns it; on failure the
 // tensor is freed and the exception propagates.
-kf_tensor_t* adopt_tensor(std::unique_ptr<kf_tensor_t> t);
+// `home_of` (nullable): a view's base, whose home stream the view takes under the context's mutex,
+// so that a concurrent kf_stream_destroy of that stream moves both or neither.
+kf_tensor_t* adopt_tensor(std::unique_ptr<kf_tensor_t> t, const kf_tensor_t* home_of = nullptr);
 // Frees a tensor object that is no longer registered. When it holds the last reference to its
 // storage, the release is ordered on its home stream after all work of every context stream.
 void delete_tensor(kf_tensor_t* t) noexcept;

@@ -197,7 +197,8 @@ bool writes_each_element_once(const kf_tensor_desc_t& d) noexcept {
 }
 
 void prepare_for_stream(const kf_tensor_t* t, kf_stream_t* s) {
-  if (t->ready_event == nullptr || s == t->home || t->ready_done.load(std::memory_order_acquire))
+  if (t->ready_event == nullptr || s == t->home.load(std::memory_order_relaxed) ||
+      t->ready_done.load(std::memory_order_acquire))
     return;
   const uint64_t allocated_in = t->storage != nullptr ? t->storage->ready_capture : 0;
   if (allocated_in != 0) {

@@ -5,10 +5,14 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
+
+#include "core/runtime/error.hpp"
 
 namespace kf {
 namespace {
@@ -85,8 +89,21 @@ ThreadPool::ThreadPool(int32_t threads) : impl_(new Impl) {
   try {
     for (int32_t i = 1; i < threads; ++i)
       impl_->workers.emplace_back([this] { impl_->worker_loop(); });
-  } catch (...) {
+  } catch (const std::system_error& e) {
+    // The system refused a thread (EAGAIN: its thread, memory or address-space limits): a
+    // resource the caller can free or ask less of, not a fault of the library.
+    const size_t started = impl_->workers.size() + 1;
     impl_->stop_workers();  // joins whatever started
+    // Formatted here, not by kf::fail: thread_pool_test builds this file without the library.
+    char message[320];
+    std::snprintf(message, sizeof message,
+                  "could not start the CPU backend's %d threads: the system refused thread %zu "
+                  "(%s); ask for fewer (kf_context_config_t.cpu_threads) or raise the process's "
+                  "limits",
+                  threads, started, e.what());
+    throw Error(KF_ERROR_OUT_OF_MEMORY, message);
+  } catch (...) {
+    impl_->stop_workers();
     throw;
   }
 }

@@ -308,6 +308,8 @@ KF_API kf_result_t kf_graph_destroy(kf_graph_t* g);
  *         tensor inputs with image inputs.
  * @retval KF_ERROR_DTYPE_MISMATCH unknown dtype, or NV12 not u8.
  * @retval KF_ERROR_SHAPE_MISMATCH a tensor input after a constant of more than one channel.
+ * @retval KF_ERROR_VERSION_MISMATCH @p desc sets a field this library does not know (struct_size
+ *         past its layout, with nonzero bytes there: see "Versioned structs" in types.h).
  */
 KF_API kf_result_t kf_graph_input(kf_graph_t* g, const kf_graph_input_desc_t* desc,
                                   int32_t* out_node);
@@ -425,6 +427,8 @@ KF_API kf_result_t kf_graph_cast(kf_graph_t* g, int32_t x, kf_dtype_t dtype, kf_
  * @param[out] out_node The pixel value's node id.
  * @retval KF_ERROR_INVALID_ARGUMENT @p image is not an image input, bad @p desc (keep-aspect
  *         without a resize, unknown enums, a border value an integer read cannot hold).
+ * @retval KF_ERROR_VERSION_MISMATCH @p desc sets a field this library does not know (struct_size
+ *         past its layout, with nonzero bytes there: see "Versioned structs" in types.h).
  */
 KF_API kf_result_t kf_graph_read_image(kf_graph_t* g, int32_t image,
                                        const kf_image_read_desc_t* desc, int32_t* out_node);
@@ -465,6 +469,8 @@ KF_API kf_result_t kf_graph_normalize(kf_graph_t* g, int32_t x, double scale, co
  * @param[out] out_index Position among the outputs, or NULL.
  * @retval KF_ERROR_INVALID_ARGUMENT unknown node, a constant or input node, planar/batched in a
  *         tensor graph, bad @p desc.
+ * @retval KF_ERROR_VERSION_MISMATCH @p desc sets a field this library does not know (struct_size
+ *         past its layout, with nonzero bytes there: see "Versioned structs" in types.h).
  */
 KF_API kf_result_t kf_graph_output(kf_graph_t* g, int32_t node, const kf_graph_output_desc_t* desc,
                                    int32_t* out_index);
@@ -481,6 +487,8 @@ KF_API kf_result_t kf_graph_output(kf_graph_t* g, int32_t node, const kf_graph_o
  *         this capacity exceeds the kernel parameter limit (the message gives the largest).
  * @retval KF_ERROR_COMPILE NVRTC rejected the generated source (the message holds its log).
  * @retval KF_ERROR_NOT_SUPPORTED NVRTC is unavailable.
+ * @retval KF_ERROR_VERSION_MISMATCH @p options sets a field this library does not know (struct_size
+ *         past its layout, with nonzero bytes there: see "Versioned structs" in types.h).
  */
 KF_API kf_result_t kf_graph_compile(kf_graph_t* g, const kf_compile_options_t* options,
                                     kf_fused_kernel_t** out);
@@ -495,6 +503,8 @@ KF_API kf_result_t kf_graph_compile(kf_graph_t* g, const kf_compile_options_t* o
  * @param[out] length Receives strlen(source) + 1; required.
  * @retval KF_ERROR_INVALID_ARGUMENT no outputs; @p length NULL; @p buffer too small (length is
  *         still set).
+ * @retval KF_ERROR_VERSION_MISMATCH @p options sets a field this library does not know (struct_size
+ *         past its layout, with nonzero bytes there: see "Versioned structs" in types.h).
  */
 KF_API kf_result_t kf_graph_get_source(kf_graph_t* g, const kf_compile_options_t* options,
                                        char* buffer, size_t capacity, size_t* length);
@@ -512,6 +522,8 @@ KF_API kf_result_t kf_graph_get_source(kf_graph_t* g, const kf_compile_options_t
  * @retval KF_ERROR_INVALID_ARGUMENT no outputs; @p sm below 80.
  * @retval KF_ERROR_COMPILE NVRTC rejected the source (the message holds its log).
  * @retval KF_ERROR_NOT_SUPPORTED a CPU-only build, or NVRTC unavailable.
+ * @retval KF_ERROR_VERSION_MISMATCH @p options sets a field this library does not know (struct_size
+ *         past its layout, with nonzero bytes there: see "Versioned structs" in types.h).
  */
 KF_API kf_result_t kf_graph_compile_for_arch(kf_graph_t* g, const kf_compile_options_t* options,
                                              int32_t sm, size_t* cubin_bytes,
@@ -567,6 +579,10 @@ KF_API kf_result_t kf_fused_kernel_get_source(const kf_fused_kernel_t* k, char* 
  *         empty image (H or W of 0) bound to an image input.
  * @retval KF_ERROR_DTYPE_MISMATCH a tensor of another dtype than declared.
  * @retval KF_ERROR_DEVICE_MISMATCH a tensor or stream of another context.
+ * @retval KF_ERROR_NOT_SUPPORTED an image, NV12 frame or image output with more than 2^29 rows
+ *         or columns.
+ * @retval KF_ERROR_VERSION_MISMATCH @p args sets a field this library does not know (struct_size
+ *         past its layout, with nonzero bytes there: see "Versioned structs" in types.h).
  */
 KF_API kf_result_t kf_fused_kernel_launch(const kf_fused_kernel_t* k, const kf_launch_args_t* args,
                                           kf_stream_t* s);

@@ -16,6 +16,9 @@
  * Threads: a context may be used from many threads at once; a stream by one thread at a time. An
  * event may be recorded by one thread while others wait on it or query it; timing it while it is
  * recorded again may find it not ready on CUDA (#KF_ERROR_CUDA, as cudaEventElapsedTime).
+ * Destroying an object is its last use: no other thread may be inside a call with it then (for a
+ * context: with it or anything of it: streams, events, tensors, graphs, kernels), as with any
+ * handle that is freed. Calls made after the destroy returned fail with #KF_ERROR_INVALID_HANDLE.
  */
 #ifndef KERNEL_FUSION_RUNTIME_H
 #define KERNEL_FUSION_RUNTIME_H
@@ -79,7 +82,8 @@ KF_API kf_result_t kf_get_device_properties(kf_device_type_t type, int32_t devic
  * @param config Options, or NULL for the first usable CUDA device, else the CPU.
  * @param[out] out The new context.
  * @retval KF_ERROR_INVALID_ARGUMENT @p out is NULL, or the config is malformed.
- * @retval KF_ERROR_VERSION_MISMATCH config->struct_size is smaller than any layout served.
+ * @retval KF_ERROR_VERSION_MISMATCH config->struct_size is smaller than any layout served, or
+ *         the config sets a field this library does not know ("Versioned structs", types.h).
  * @retval KF_ERROR_NO_DEVICE CUDA was asked for and no usable device exists (no driver, no GPU,
  *         or a CPU-only build).
  */
@@ -142,7 +146,7 @@ KF_API kf_result_t kf_context_reset_peak_memory(kf_context_t* ctx);
 
 /**
  * @brief Returns cached, unused pool memory to the system until at most @p keep_bytes stay reserved
- *        beyond what is in use. Waits for pending frees.
+ *        beyond the blocks in use (reserved_bytes of kf_memory_stats_t). Waits for pending frees.
  * @param ctx Context.
  * @param keep_bytes Cached bytes that may stay reserved; 0 releases everything unused.
  * @retval KF_ERROR_INVALID_HANDLE @p ctx is not a live context.
@@ -159,7 +163,8 @@ KF_API kf_result_t kf_context_trim_memory(kf_context_t* ctx, uint64_t keep_bytes
  * @param[out] out The new stream.
  * @retval KF_ERROR_INVALID_HANDLE @p ctx is not a live context.
  * @retval KF_ERROR_INVALID_ARGUMENT @p out is NULL or flags has unknown bits.
- * @retval KF_ERROR_VERSION_MISMATCH config->struct_size is too small.
+ * @retval KF_ERROR_VERSION_MISMATCH config->struct_size is too small, or the config sets a field
+ *         this library does not know ("Versioned structs", types.h).
  */
 KF_API kf_result_t kf_stream_create(kf_context_t* ctx, const kf_stream_config_t* config,
                                     kf_stream_t** out);

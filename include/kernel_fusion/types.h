@@ -113,6 +113,20 @@ typedef struct kf_event_t kf_event_t;
 /** @brief An n-dimensional array in a context's memory (owned, a view, or borrowed). Opaque. */
 typedef struct kf_tensor_t kf_tensor_t;
 
+/*
+ * Versioned structs. Structs passed to the library start with `struct_size`, set by their
+ * `..._INIT` initialiser, so that a program and a library built from different headers agree:
+ * - A struct passed in (the configs here, and graph.h's descriptors, options and launch
+ *   arguments) may be larger than the library's layout, as when the program's headers are newer.
+ *   Fields the library does not know are ignored only while their bytes are zero, which is how
+ *   the initialiser leaves them; a nonzero byte there asks for something this library cannot do,
+ *   and the call fails with KF_ERROR_VERSION_MISMATCH. Each function's documentation says which
+ *   error a struct_size below the smallest layout served gives.
+ * - A struct the library fills (kf_device_properties_t, kf_memory_stats_t,
+ *   kf_fused_kernel_info_t) is filled up to the smaller of the two layouts; bytes past the
+ *   library's layout are left as the caller set them (zero, from the initialiser).
+ */
+
 /**
  * @brief Context creation options. Initialise with #KF_CONTEXT_CONFIG_INIT.
  */
@@ -121,9 +135,10 @@ typedef struct kf_context_config_t {
   kf_device_type_t device_type; /**< Which backend. */
   int32_t device_id;            /**< CUDA device ordinal; must be 0 for the CPU. */
   /** Cap on the memory pool; 0 means no limit. An allocation past it fails with
-      #KF_ERROR_OUT_OF_MEMORY. The CPU pool caps the bytes it reserves; the CUDA pool caps the
-      bytes in use and gives cached blocks back to stay near the cap (CUDA's pool may hold more
-      while frees on other streams are pending). */
+      #KF_ERROR_OUT_OF_MEMORY. The CPU pool caps the bytes it reserves (under a limit, its blocks
+      are the tensors' sizes rounded up to 64 bytes); the CUDA pool caps the bytes in use and
+      gives cached blocks back to stay near the cap (CUDA's pool may hold more while frees on
+      other streams are pending). */
   uint64_t memory_limit_bytes;
   int32_t cpu_threads; /**< Worker threads of the CPU backend; 0 means one per core. */
 } kf_context_config_t;
@@ -169,9 +184,12 @@ typedef struct kf_device_properties_t {
 
 /** @brief Memory statistics of a context's pool, filled by kf_context_get_memory_stats(). */
 typedef struct kf_memory_stats_t {
-  size_t struct_size;         /**< sizeof(kf_memory_stats_t), set by the caller. */
-  uint64_t in_use_bytes;      /**< Bytes held by live tensors created by the context. */
-  uint64_t reserved_bytes;    /**< Bytes the pool holds from the system (in use + cached). */
+  size_t struct_size;    /**< sizeof(kf_memory_stats_t), set by the caller. */
+  uint64_t in_use_bytes; /**< Bytes held by live tensors created by the context. */
+  /** Bytes the pool holds from the system: the blocks of live tensors, which round their sizes
+      up (on the CPU to 64-byte multiples, and without a limit to size classes up to 25 %
+      larger), and the cached blocks. */
+  uint64_t reserved_bytes;
   uint64_t peak_in_use_bytes; /**< Highest in_use_bytes since creation or the last reset. */
   uint64_t limit_bytes;       /**< The configured limit; 0 means none. */
   uint64_t allocation_count;  /**< Live allocations. */

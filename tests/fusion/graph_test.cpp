@@ -852,6 +852,100 @@ TEST_F(GraphTest, StructureHashIgnoresValues) {
   }
 }
 
+// ---- structs from newer headers
+
+// What a caller built against newer headers passes: the library's layout, then a field this
+// library does not have, with struct_size covering both.
+template <class T>
+struct Newer {
+  T known;
+  uint64_t unknown;
+};
+
+template <class T>
+Newer<T> newer(const T& init, uint64_t unknown) {
+  static_assert(sizeof(T) % alignof(uint64_t) == 0, "no padding between the layouts");
+  Newer<T> n{};
+  n.known = init;
+  n.known.struct_size = sizeof(n);
+  n.unknown = unknown;
+  return n;
+}
+
+// The unknown field reads as its default while it is zero (as a newer _INIT leaves it), and any
+// other value is refused, never dropped: graph.h's descriptors, the compile options and the
+// launch arguments (the configs are in context_test and stream_event_test).
+TEST_F(GraphTest, NewerStructsAreReadWhileTheirUnknownFieldsAreZero) {
+  int32_t x = kUntouched;
+  kf_graph_input_desc_t in = KF_GRAPH_INPUT_DESC_INIT;
+  in.rank = 1;
+  Newer<kf_graph_input_desc_t> in_newer = newer(in, 1);
+  EXPECT_FAILS(kf_graph_input(g, &in_newer.known, &x), KF_ERROR_VERSION_MISMATCH,
+               "desc->struct_size is 32, and its byte 24, past the 24 bytes");
+  EXPECT_EQ(x, kUntouched);
+  in_newer.unknown = 0;
+  KF_ASSERT_OK(kf_graph_input(g, &in_newer.known, &x));
+
+  int32_t index = kUntouched;
+  const int32_t y = binary(KF_BINARY_MUL, x, scalar(3.0));
+  const kf_graph_output_desc_t out_init = KF_GRAPH_OUTPUT_DESC_INIT;
+  Newer<kf_graph_output_desc_t> out_newer = newer(out_init, uint64_t{1} << 63);
+  EXPECT_FAILS(kf_graph_output(g, y, &out_newer.known, &index), KF_ERROR_VERSION_MISMATCH,
+               "is not zero: the caller's headers are newer");
+  EXPECT_EQ(index, kUntouched);
+  out_newer.unknown = 0;
+  KF_ASSERT_OK(kf_graph_output(g, y, &out_newer.known, &index));
+  EXPECT_EQ(index, 0);
+
+  const kf_compile_options_t options_init = KF_COMPILE_OPTIONS_INIT;
+  Newer<kf_compile_options_t> options = newer(options_init, 2);
+  kf_fused_kernel_t* k = nullptr;
+  EXPECT_FAILS(kf_graph_compile(g, &options.known, &k), KF_ERROR_VERSION_MISMATCH,
+               "options->struct_size");
+  size_t length = 0;
+  EXPECT_FAILS(kf_graph_get_source(g, &options.known, nullptr, 0, &length),
+               KF_ERROR_VERSION_MISMATCH, "options->struct_size");
+  EXPECT_EQ(k, nullptr);
+  options.unknown = 0;
+  KF_ASSERT_OK(kf_graph_compile(g, &options.known, &k));
+  kernels.push_back(k);
+
+  Tensor a = make_tensor(ctx, KF_DTYPE_FLOAT32, {7});
+  Tensor out = make_tensor(ctx, KF_DTYPE_FLOAT32, {7});
+  const std::vector<double> av = {0.5, -1.25, 2.0, 3.5, -0.75, 1.0, -2.5};
+  upload(a, av);
+  kf_test::poison(out);
+  const kf_tensor_t* inputs[1] = {a};
+  kf_tensor_t* outputs[1] = {out};
+  kf_launch_args_t args_init = KF_LAUNCH_ARGS_INIT;
+  args_init.inputs = inputs;
+  args_init.outputs = outputs;
+  Newer<kf_launch_args_t> args = newer(args_init, 0x100);
+  EXPECT_FAILS(kf_fused_kernel_launch(k, &args.known, nullptr), KF_ERROR_VERSION_MISMATCH,
+               "args->struct_size");
+  args.unknown = 0;
+  KF_ASSERT_OK(kf_fused_kernel_launch(k, &args.known, nullptr));
+  std::vector<double> want;
+  for (double v : av) want.push_back(3.0 * v);
+  kf_test::expect_close(download(out), want, 0.0, "3 * a");
+
+  // An image read's descriptor, on an image graph.
+  kf_graph_t* images = nullptr;
+  KF_ASSERT_OK(kf_graph_create(ctx, &images));
+  const int32_t image = image_input(KF_DTYPE_UINT8, 3, images);
+  const kf_image_read_desc_t read_init = KF_IMAGE_READ_DESC_INIT;
+  Newer<kf_image_read_desc_t> read_newer = newer(read_init, 9);
+  int32_t pixel = kUntouched;
+  EXPECT_FAILS(kf_graph_read_image(images, image, &read_newer.known, &pixel),
+               KF_ERROR_VERSION_MISMATCH, "desc->struct_size");
+  EXPECT_EQ(pixel, kUntouched);
+  read_newer.unknown = 0;
+  EXPECT_EQ(kf_graph_read_image(images, image, &read_newer.known, &pixel), KF_SUCCESS)
+      << kf_get_last_error_message();
+  EXPECT_NE(pixel, kUntouched);
+  KF_ASSERT_OK(kf_graph_destroy(images));
+}
+
 // ---- launch: tensor graphs
 
 class TensorLaunchTest : public GraphTest {

@@ -465,6 +465,59 @@ TEST_F(ImageTest, EmptyImagesAreRefusedAtLaunch) {
       }
 }
 
+// Image kernels keep columns in 32-bit ints: an image or output with more than 2^29 rows or
+// columns is refused at launch (KF_ERROR_NOT_SUPPORTED) instead of wrapping. Before, an output of
+// width 2^30 + 1 was written 2 GiB before its memory and one just under 2^31 wide never ended.
+// The wide image is a view of one pixel repeated (stride 0 along its rows and columns); the tall
+// output is allocated (512 MiB) but never written.
+TEST_F(ImageTest, SidesPastTwoToThe29AreRefusedAtLaunch) {
+  constexpr int64_t kSide = int64_t{1} << 29;
+  fusion_test::GraphHandle g(ctx());
+  Builder b{g};
+  kf_image_read_desc_t nearest = KF_IMAGE_READ_DESC_INIT;
+  nearest.interpolation = KF_INTERP_NEAREST;  // resized to the output
+  b.output(b.read(b.image(KF_DTYPE_UINT8, 1), nearest));
+  fusion_test::KernelHandle k = fusion_test::compile(g, 1);
+  ASSERT_NE(k.k, nullptr);
+  Num seven;
+  seven.i = 7;
+  const DeviceTensor pixel = upload_image({seven}, KF_DTYPE_UINT8, {1, 1, 1}, false);
+  DeviceTensor out = output(KF_DTYPE_UINT8, {3, 5, 1});
+  for (int64_t side : {kSide, kSide + 1}) {
+    for (int wide = 0; wide < 2; ++wide) {
+      SCOPED_TRACE(std::string(wide ? "columns " : "rows ") + std::to_string(side));
+      kf_tensor_desc_t view{};
+      view.ndim = 3;
+      view.shape[0] = wide ? 1 : side;
+      view.shape[1] = wide ? side : 1;
+      view.shape[2] = 1;
+      view.strides[2] = 1;  // rows and columns 0: every pixel is the one pixel
+      view.dtype = KF_DTYPE_UINT8;
+      kf_tensor_t* image = nullptr;
+      KF_ASSERT_OK(kf_tensor_create_view(pixel.handle(), &view, 0, &image));
+      const kf_result_t r = fusion_test::launch(k, 1, {image}, {out.handle()}, {});
+      if (side == kSide) {
+        EXPECT_EQ(r, KF_SUCCESS) << kf_get_last_error_message();
+      } else {
+        EXPECT_EQ(r, KF_ERROR_NOT_SUPPORTED) << kf_get_last_error_message();
+        EXPECT_NE(std::string(kf_get_last_error_message()).find("limited to 536870912 (2^29)"),
+                  std::string::npos)
+            << kf_get_last_error_message();
+      }
+      KF_ASSERT_OK(kf_tensor_destroy(image));
+    }
+  }
+  // The repeated pixel resized to 3 x 5 is 7 everywhere.
+  for (const Num& v : fusion_test::download(out, "resized")) EXPECT_EQ(v.i, 7);
+
+  const kf_tensor_desc_t tall = kf_test::make_desc(KF_DTYPE_UINT8, {kSide + 1, 1, 1});
+  kf_tensor_t* big = nullptr;
+  KF_ASSERT_OK(kf_tensor_create(ctx(), &tall, &big));
+  EXPECT_EQ(fusion_test::launch(k, 1, {pixel.handle()}, {big}, {}), KF_ERROR_NOT_SUPPORTED)
+      << kf_get_last_error_message();
+  KF_ASSERT_OK(kf_tensor_destroy(big));
+}
+
 // Every colour conversion on u8 and f32 pixels (3- and 4-channel images), with RGB-to-RGBA's
 // alpha as default and as a launch value; a final u8 cast rounds gray values.
 TEST_F(ImageTest, ColorConversions) {

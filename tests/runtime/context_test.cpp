@@ -1,9 +1,12 @@
 // Contexts: creation from configs of every layout, devices, teardown of children, handle checks.
 #include <dlfcn.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "tests/common/test_util.hpp"
 
@@ -178,7 +181,8 @@ TEST(Context, OlderConfigLayoutReadsOnlyWhatFits) {
   EXPECT_EQ(stats.limit_bytes, 0u);
   KF_ASSERT_OK(kf_context_destroy(ctx));
 
-  // A newer, larger layout is accepted too.
+  // A newer, larger layout is read while its fields unknown here are zero, as its _INIT leaves
+  // them; a value there asks for something this library does not have, and is refused.
   struct Newer {
     kf_context_config_t base;
     uint64_t future_field;
@@ -186,9 +190,16 @@ TEST(Context, OlderConfigLayoutReadsOnlyWhatFits) {
   newer.base = KF_CONTEXT_CONFIG_INIT;
   newer.base.struct_size = sizeof(newer);
   newer.base.device_type = device_under_test();
-  newer.future_field = 123;
   KF_ASSERT_OK(kf_context_create(&newer.base, &ctx));
   KF_ASSERT_OK(kf_context_destroy(ctx));
+  ctx = kSentinelContext;
+  newer.future_field = 123;
+  KF_EXPECT_ERR(kf_context_create(&newer.base, &ctx), KF_ERROR_VERSION_MISMATCH);
+  EXPECT_NE(
+      std::string(kf_get_last_error_message()).find("config->struct_size is 40, and its byte 32"),
+      std::string::npos)
+      << kf_get_last_error_message();
+  EXPECT_EQ(ctx, kSentinelContext);
 }
 
 TEST(Context, CpuThreadsConfig) {
@@ -197,6 +208,48 @@ TEST(Context, CpuThreadsConfig) {
   kf_context_t* ctx = nullptr;
   KF_ASSERT_OK(kf_context_create(&config, &ctx));
   KF_ASSERT_OK(kf_context_destroy(ctx));
+}
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define KF_TEST_UNDER_SANITIZER 1
+#endif
+
+// In a child process: caps the address space just above what the process uses, so that no thread
+// stack can be mapped, and asks for 4096 CPU threads. 0 when that gives KF_ERROR_OUT_OF_MEMORY
+// with the documented message and no context.
+int create_with_refused_threads() {
+  long pages = 0;
+  FILE* statm = std::fopen("/proc/self/statm", "r");
+  if (statm == nullptr) return 2;
+  const int read = std::fscanf(statm, "%ld", &pages);
+  std::fclose(statm);
+  if (read != 1) return 2;
+  const rlim_t cap = static_cast<rlim_t>(pages) * 4096 + (rlim_t{256} << 20);
+  struct rlimit limit;
+  limit.rlim_cur = cap;
+  limit.rlim_max = cap;
+  if (setrlimit(RLIMIT_AS, &limit) != 0) return 3;
+  kf_context_config_t config = KF_CONTEXT_CONFIG_INIT;
+  config.cpu_threads = 4096;  // 8 MiB stacks: far past the cap
+  kf_context_t* ctx = nullptr;
+  const kf_result_t r = kf_context_create(&config, &ctx);
+  const std::string message = kf_get_last_error_message();
+  std::fprintf(stderr, "%s: %s\n", kf_result_string(r), message.c_str());
+  const bool documented =
+      message.find("could not start the CPU backend's 4096 threads") != std::string::npos;
+  return r == KF_ERROR_OUT_OF_MEMORY && ctx == nullptr && documented ? 0 : 1;
+}
+
+// Threads the system refuses are a resource the caller can ask less of: KF_ERROR_OUT_OF_MEMORY
+// with what happened, not KF_ERROR_INTERNAL ("a bug in the library").
+TEST(Context, RefusedWorkerThreadsAreOutOfMemory) {
+#if defined(KF_TEST_UNDER_SANITIZER)
+  GTEST_SKIP() << "the sanitizers reserve address space that the cap would take away";
+#else
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(std::_Exit(create_with_refused_threads()), ::testing::ExitedWithCode(0),
+              "KF_ERROR_OUT_OF_MEMORY: could not start");
+#endif
 }
 
 TEST(Context, DestroyChecksHandles) {

@@ -1,5 +1,7 @@
 // The memory pool through the C API: statistics, peak, trim, caching, limits and recovery.
 #include <cstddef>
+#include <string>
+#include <vector>
 
 #include "tests/common/test_util.hpp"
 
@@ -84,6 +86,42 @@ TEST(Memory, FreedBlocksAreCachedAndTrimmed) {
   kf_test::expect_close(kf_test::download(live), kf_test::round_to_dtype(values, KF_DTYPE_FLOAT32),
                         0.0, "after trim");
   KF_ASSERT_OK(kf_tensor_destroy(live));
+}
+
+// Tensors whose sizes add up to the limit fit it: under a limit the CPU pool's blocks are the
+// sizes rounded up to 64 bytes, not size classes (a 2100-byte tensor took a 2560-byte block, and
+// a 1900-byte one then failed under 4096 bytes). The CUDA pool caps bytes in use instead.
+TEST(Memory, CpuTensorsAddingUpToTheLimitFitIt) {
+  if (device_under_test() != KF_DEVICE_CPU) GTEST_SKIP() << "the CPU pool's blocks";
+  kf_context_t* ctx = context_with_limit(4096);
+  ASSERT_NE(ctx, nullptr);
+  std::vector<kf_tensor_t*> held;
+  for (int64_t bytes : {2100, 1900, 64}) {  // blocks of 2112, 1920 and 64: 4096 in all
+    const kf_tensor_desc_t d = make_desc(KF_DTYPE_UINT8, {bytes});
+    kf_tensor_t* t = nullptr;
+    EXPECT_EQ(kf_tensor_create(ctx, &d, &t), KF_SUCCESS)
+        << bytes << " bytes: " << kf_get_last_error_message();
+    if (t != nullptr) held.push_back(t);
+  }
+  kf_memory_stats_t s = stats_of(ctx);
+  EXPECT_EQ(s.in_use_bytes, 4064u);
+  EXPECT_EQ(s.reserved_bytes, 4096u);
+  const kf_tensor_desc_t one = make_desc(KF_DTYPE_UINT8, {1});
+  kf_tensor_t* t = nullptr;
+  KF_EXPECT_ERR(kf_tensor_create(ctx, &one, &t), KF_ERROR_OUT_OF_MEMORY);
+  const std::string message = kf_get_last_error_message();
+  EXPECT_NE(message.find("a block of 64"), std::string::npos) << message;
+  EXPECT_NE(message.find("live tensors hold 4064 bytes in blocks of 4096"), std::string::npos)
+      << message;
+  // A freed block is reused for its own size, and trim gives back only what is cached.
+  KF_ASSERT_OK(kf_tensor_destroy(held[1]));
+  KF_ASSERT_OK(kf_context_trim_memory(ctx, 0));
+  s = stats_of(ctx);
+  EXPECT_EQ(s.in_use_bytes, 2164u);
+  EXPECT_EQ(s.reserved_bytes, 2176u);
+  KF_ASSERT_OK(kf_tensor_destroy(held[0]));
+  KF_ASSERT_OK(kf_tensor_destroy(held[2]));
+  KF_ASSERT_OK(kf_context_destroy(ctx));
 }
 
 TEST(Memory, LimitGivesOutOfMemoryAndTheContextKeepsWorking) {

@@ -73,6 +73,22 @@ TEST(Stream, CreateErrors) {
   config.flags = 0xdead;  // beyond the caller's layout: ignored
   KF_ASSERT_OK(kf_stream_create(ctx, &config, &s));
   KF_ASSERT_OK(kf_stream_destroy(s));
+  // A newer layout: read while the fields unknown here are zero, refused when one is set.
+  struct Newer {
+    kf_stream_config_t base;
+    uint32_t future_flags[2];
+  } newer{};
+  newer.base = KF_STREAM_CONFIG_INIT;
+  newer.base.struct_size = sizeof(newer);
+  KF_ASSERT_OK(kf_stream_create(ctx, &newer.base, &s));
+  KF_ASSERT_OK(kf_stream_destroy(s));
+  s = kSentinelStream;
+  newer.future_flags[1] = 1;
+  KF_EXPECT_ERR(kf_stream_create(ctx, &newer.base, &s), KF_ERROR_VERSION_MISMATCH);
+  EXPECT_NE(std::string(kf_get_last_error_message()).find("its byte 20, past the 16 bytes"),
+            std::string::npos)
+      << kf_get_last_error_message();
+  EXPECT_EQ(s, kSentinelStream);
 }
 
 TEST(Stream, HandleChecks) {

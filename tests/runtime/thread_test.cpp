@@ -175,4 +175,49 @@ TEST(Threads, EventRecordedWhileOthersUseIt) {
   EXPECT_EQ(kf_stream_destroy(stream), KF_SUCCESS);
 }
 
+// One thread takes views of a tensor while another destroys the stream the tensor was allocated
+// on (which moves the tensor's release to the default stream). A view takes its base's home
+// stream under the context's lock, so it never keeps the destroyed stream (ThreadSanitizer
+// reported the unlocked read), and every view reads the data back afterwards.
+TEST(Threads, ViewsTakenWhileTheirHomeStreamIsDestroyed) {
+  KF_REQUIRE_DEVICE();
+  kf_test::Context ctx;
+  Failures failures;
+  const kf_tensor_desc_t d = make_desc(KF_DTYPE_FLOAT32, {64});
+  std::vector<float> in(64);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = 0.5f * static_cast<float>(i) - 3.0f;
+  for (int round = 0; round < 50 && failures.count == 0; ++round) {
+    kf_stream_t* s = nullptr;
+    kf_tensor_t* t = nullptr;
+    ASSERT_EQ(kf_stream_create(ctx, nullptr, &s), KF_SUCCESS);
+    ASSERT_EQ(kf_tensor_create_async(ctx, &d, s, &t), KF_SUCCESS);
+    ASSERT_EQ(kf_tensor_copy_from_host(t, in.data(), in.size() * 4, s), KF_SUCCESS);
+    ASSERT_EQ(kf_stream_synchronize(s), KF_SUCCESS);
+    std::vector<kf_tensor_t*> views;
+    std::thread viewer([&] {
+      for (int i = 0; i < 8; ++i) {
+        const kf_tensor_desc_t half = make_desc(KF_DTYPE_FLOAT32, {32}, {2});
+        kf_tensor_t* v = nullptr;
+        KF_THREAD_CHECK(kf_tensor_create_view(t, &half, i % 2, &v));
+        views.push_back(v);
+      }
+    });
+    EXPECT_EQ(kf_stream_destroy(s), KF_SUCCESS) << kf_get_last_error_message();
+    viewer.join();
+    EXPECT_EQ(kf_tensor_destroy(t), KF_SUCCESS);
+    for (size_t i = 0; i < views.size(); ++i) {
+      std::vector<float> out(32, -1.0f);
+      EXPECT_EQ(kf_tensor_copy_to_host(views[i], out.data(), out.size() * 4, nullptr), KF_SUCCESS);
+      for (size_t j = 0; j < out.size(); ++j) {
+        if (out[j] != in[2 * j + i % 2]) {
+          failures.add("round " + std::to_string(round) + " view " + std::to_string(i));
+          break;
+        }
+      }
+      EXPECT_EQ(kf_tensor_destroy(views[i]), KF_SUCCESS);
+    }
+  }
+  EXPECT_EQ(failures.count.load(), 0) << failures.first;
+}
+
 }  // namespace
