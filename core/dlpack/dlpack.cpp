@@ -255,6 +255,7 @@ template <class Managed>
 Managed* export_tensor(const kf_tensor_t* t) {
   auto holder = std::make_unique<Export<Managed>>();
   holder->storage = t->storage;
+  if (t->storage != nullptr) t->storage->exported.store(true, std::memory_order_release);
   for (int32_t i = 0; i < t->desc.ndim; ++i) {
     holder->shape[i] = t->desc.shape[i];
     holder->strides[i] = t->desc.strides[i];

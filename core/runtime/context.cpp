@@ -116,9 +116,35 @@ void destroy_context_object(kf_context_t* ctx) noexcept {
 // Waits for every stream of a CUDA context. (A CPU context's streams have no native handle:
 // cudaStreamSynchronize(nullptr) would wait for the legacy default stream and, first, initialise
 // the CUDA runtime and the device's primary context in a process that may never use the GPU.)
+//
+// A stream being captured into a CUDA graph is skipped: its work runs when the graph is launched,
+// and synchronising it would invalidate the capture. A cudaStreamPerThread wrapper through which
+// work was enqueued, reached from a thread other than its owner, is waited for with the device
+// (that thread's stream cannot be named from here). Every stream is waited for even when one
+// fails; the first failure is then reported.
 void synchronize_locked(kf_context_t* ctx) {
   if (!ctx->is_cuda()) return;
-  for (kf_stream_t* s : ctx->streams) cuda::stream_synchronize(s->native);
+  std::exception_ptr failed;
+  bool whole_device = false;
+  for (kf_stream_t* s : ctx->streams) {
+    try {
+      if (!reachable_here(s)) {
+        whole_device = whole_device || s->enqueued.load(std::memory_order_relaxed);
+      } else if (cuda::capture_id(s->native) == 0) {
+        cuda::stream_synchronize(s->native);
+      }
+    } catch (const Error&) {
+      if (!failed) failed = std::current_exception();
+    }
+  }
+  if (whole_device) {
+    try {
+      cuda::device_synchronize();
+    } catch (const Error&) {
+      if (!failed) failed = std::current_exception();
+    }
+  }
+  if (failed) std::rethrow_exception(failed);
 }
 
 }  // namespace
@@ -150,9 +176,15 @@ void* order_after_all_streams(kf_context_t* ctx, kf_stream_t* home) {
   if (!ctx->is_cuda()) return nullptr;
   std::lock_guard<std::mutex> lock(ctx->mutex);
   if (ctx->streams.count(home) == 0) home = ctx->default_stream;
+  // A cudaStreamPerThread wrapper of another thread cannot be named from here: a home of that
+  // kind, or one such stream with work of the library's, leaves the release to wait for the
+  // device (kUnorderedRelease).
+  if (!reachable_here(home)) return kUnorderedRelease;
+  for (const kf_stream_t* s : ctx->streams)
+    if (!reachable_here(s) && s->enqueued.load(std::memory_order_relaxed)) return kUnorderedRelease;
   const uint64_t home_capture = cuda::capture_id(home->native);
   for (kf_stream_t* s : ctx->streams) {
-    if (s == home) continue;
+    if (s == home || !reachable_here(s)) continue;
     // Only between streams in the same state: both running eagerly, or both in one capture
     // sequence. A record on a capturing stream waited for by an eager one would pull the eager
     // stream into the capture, and a capturing stream may not wait for work outside its capture.
@@ -163,6 +195,9 @@ void* order_after_all_streams(kf_context_t* ctx, kf_stream_t* home) {
     // A shared event per stream is enough: waiting on a later record of it still orders after
     // everything enqueued before this call.
     cuda::event_record(s->order_event, s->native);
+    // Another thread may have begun a capture on s since its state was read: the record then
+    // went into that capture, and waiting on it would pull home into the capture too.
+    if (cuda::capture_id(s->native) != home_capture) continue;
     cuda::stream_wait_event(home->native, s->order_event);
   }
   return home->native;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <unordered_set>
 
 #include "core/runtime/grid_scratch.hpp"
@@ -53,7 +54,19 @@ struct kf_stream_t {
   // An op, copy, allocation or event record was enqueued through it (resolve_checked_stream):
   // its destroy must then order the context's later releases after that work.
   std::atomic<bool> enqueued{false};
+  // A wrapper of cudaStreamPerThread: that handle names the calling thread's own default stream,
+  // so only `owner` (the thread that wrapped it, which runtime.h asks to use it) reaches the
+  // stream it stands for; the library never records, waits or synchronises on it from another.
+  bool per_thread = false;
+  std::thread::id owner;
 };
+
+namespace kf {
+// False for a cudaStreamPerThread wrapper on any thread but its owner.
+inline bool reachable_here(const kf_stream_t* s) {
+  return !s->per_thread || s->owner == std::this_thread::get_id();
+}
+}  // namespace kf
 
 // An event may be recorded by one thread while others wait on it, query it or time it (CUDA's
 // events allow that, timing perhaps finding it not ready): what the library keeps is atomic.

@@ -112,6 +112,8 @@ kf_result_t kf_stream_wrap_native(kf_context_t* ctx, void* native_stream, kf_str
     s->ctx = ctx;
     s->native = native_stream;
     s->owns_native = false;
+    s->per_thread = native_stream == kf::cuda::kPerThreadStream;
+    s->owner = std::this_thread::get_id();
     s->priority = kf::cuda::stream_priority(native_stream);
     s->order_event = kf::cuda::event_create(false);
     *out = kf::adopt_stream(s.release());
@@ -151,7 +153,11 @@ kf_result_t kf_stream_destroy(kf_stream_t* s) {
       // enqueued work on it: a wrapper only waited on, as the Python frontend's DLPack exports
       // make, ties nothing of the caller's stream to the default one.) Tensors whose memory is
       // ordered on this stream move to the default stream.
-      if (ctx->is_cuda() && s->enqueued.load()) {
+      if (ctx->is_cuda() && s->enqueued.load() && !kf::reachable_here(s)) {
+        // A cudaStreamPerThread wrapper destroyed by another thread than its own: its stream
+        // cannot be named from here.
+        kf::cuda::synchronize_quietly(nullptr);
+      } else if (ctx->is_cuda() && s->enqueued.load()) {
         try {
           kf::cuda::event_record(s->order_event, s->native);
           kf::cuda::stream_wait_event(ctx->default_stream->native, s->order_event);

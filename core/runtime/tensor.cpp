@@ -23,16 +23,25 @@ kf_tensor_t* adopt_tensor(std::unique_ptr<kf_tensor_t> t, const kf_tensor_t* hom
     ctx->tensors.erase(t.get());
     throw;
   }
+  if (t->storage != nullptr) t->storage->tensors.fetch_add(1, std::memory_order_relaxed);
   return t.release();
 }
 
 void delete_tensor(kf_tensor_t* t) noexcept {
   kf_stream_t* home = t->home.load(std::memory_order_relaxed);
-  if (t->storage != nullptr && t->storage.use_count() == 1 && t->ctx->is_cuda() &&
-      home != nullptr) {
+  Storage* storage = t->storage.get();
+  // The last tensor of the storage orders its release (acq_rel: after every other tensor's work
+  // was enqueued, each having enqueued it before its own destroy). An exported storage is
+  // ordered only once no export holds it (its consumers' work is on streams the context does
+  // not know); else its release waits for the device.
+  const bool last_tensor =
+      storage != nullptr && storage->tensors.fetch_sub(1, std::memory_order_acq_rel) == 1;
+  const bool no_exports = last_tensor && (!storage->exported.load(std::memory_order_acquire) ||
+                                          t->storage.use_count() == 1);
+  if (no_exports && t->ctx->is_cuda() && home != nullptr) {
     try {
       activate(t->ctx);
-      t->storage->release_stream = order_after_all_streams(t->ctx, home);
+      storage->release_stream = order_after_all_streams(t->ctx, home);
     } catch (...) {
       // Without the ordering, the release falls back to waiting for the device.
     }

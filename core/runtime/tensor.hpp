@@ -31,6 +31,13 @@ struct Storage {
   // that stream behind every stream of the context; kUnorderedRelease when the last owner is not
   // a tensor (e.g. a DLPack export), in which case the release waits for the device instead.
   void* release_stream = kUnorderedRelease;
+  // Tensors sharing this storage (a tensor and its views): the one that takes the count to zero
+  // orders the release, also when two are destroyed at once by two threads (both had seen two
+  // owners in the shared_ptr's count, and neither ordered it).
+  std::atomic<int64_t> tensors{0};
+  // Set for good by the first DLPack export: its consumer's work is not ordered on any stream of
+  // the context, so such a storage is released ordered only when no export holds it any more.
+  std::atomic<bool> exported{false};
   Storage() = default;
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;

@@ -5,6 +5,11 @@
  * Every operation validates its arguments before choosing a backend, runs on the context's
  * device, is enqueued on @p s (NULL: the context's default stream) and is asynchronous on CUDA.
  * Half types (f16, bf16) are computed in f32.
+ *
+ * Overlap, in the errors below, is judged by the memory each view spans, from its lowest to its
+ * highest byte: two views whose spans intersect overlap even where no element is shared (an
+ * output on the even elements of a tensor whose odd elements are an input). "Exactly" means the
+ * same memory, shape and strides: the in-place form of an op.
  */
 #ifndef KERNEL_FUSION_OPS_H
 #define KERNEL_FUSION_OPS_H

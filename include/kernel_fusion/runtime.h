@@ -11,7 +11,11 @@
  * kf_tensor_create_async()). Operations on another stream of the same context wait for the
  * allocation automatically; kf_tensor_destroy() orders the release after all work already
  * enqueued on every stream of the context, so a tensor may be destroyed right after its last use
- * was enqueued.
+ * was enqueued. Two exceptions: a stream being captured into a CUDA graph is not waited for (its
+ * captured work, and eager work enqueued on it before the capture began: synchronise a stream
+ * before beginning a capture on it if tensors its earlier work uses may be destroyed meanwhile),
+ * and another thread's `cudaStreamPerThread` wrapper, which no other thread can name: a release
+ * that would have to wait for it waits for the whole device.
  *
  * Threads: a context may be used from many threads at once; a stream by one thread at a time. An
  * event may be recorded by one thread while others wait on it or query it; timing it while it is
@@ -111,6 +115,10 @@ KF_API kf_result_t kf_context_get_device(const kf_context_t* ctx, kf_device_type
 
 /**
  * @brief Waits until all work on every stream of the context has finished.
+ *
+ * A stream being captured into a CUDA graph is left alone (its captured work runs when the graph
+ * is launched; waiting for it would invalidate the capture). Work enqueued through another
+ * thread's `cudaStreamPerThread` wrapper is waited for with the whole device.
  * @param ctx Context.
  * @retval KF_ERROR_INVALID_HANDLE @p ctx is not a live context.
  * @retval KF_ERROR_CUDA a kernel failed; the message names the CUDA error.
@@ -175,7 +183,9 @@ KF_API kf_result_t kf_stream_create(kf_context_t* ctx, const kf_stream_config_t*
  * @param ctx A CUDA context on the device the stream belongs to.
  * @param native_stream The `cudaStream_t` (NULL means the legacy default stream).
  *        `cudaStreamPerThread` is the per-thread default stream of whichever thread enqueues
- *        work on the wrapper: use such a wrapper from the thread it stands for.
+ *        work on the wrapper: use such a wrapper from the thread that wrapped it. The library
+ *        never names it from another thread: releases and context-wide waits there wait for the
+ *        whole device instead, when work was enqueued through it.
  * @param[out] out The wrapper.
  * @retval KF_ERROR_NOT_SUPPORTED @p ctx is a CPU context.
  * @retval KF_ERROR_DEVICE_MISMATCH the stream belongs to another device.

@@ -1,12 +1,15 @@
 // The runtime under CUDA stream capture (CUDA only): what the library does on its own behalf
 // while a stream of the context is being captured — a tensor's release ordered after every
-// stream, temporaries created and destroyed inside the capture — must neither break the capture
-// nor pull an eager stream into it, and the graph must compute what the calls asked for.
+// stream, temporaries created and destroyed inside the capture, context-wide waits — must neither
+// break the capture nor pull an eager stream into it, and the graph must compute what the calls
+// asked for. Also the other stream no thread but one can name: a cudaStreamPerThread wrapper.
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <future>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -167,6 +170,81 @@ TEST_F(Capture, TensorCreatedInACaptureIsUsableAfterItsReplay) {
   KF_ASSERT_OK(kf_tensor_destroy(owner.t));
   owner.t = nullptr;
   KF_ASSERT_OK(kf_context_synchronize(ctx_));
+}
+
+// kf_context_synchronize and kf_context_trim_memory while a stream of the context is being
+// captured (relaxed mode, which lets this thread wait for other streams): they wait for every
+// other stream and leave the capturing one alone. cudaStreamSynchronize on it had failed and
+// invalidated the capture.
+TEST_F(Capture, ContextWideWaitsLeaveACapturingStreamAlone) {
+  make_operands(41);
+  ASSERT_EQ(cudaStreamBeginCapture(cs_, cudaStreamCaptureModeRelaxed), cudaSuccess);
+  const kf_result_t captured = add(x_, x_, y_);  // y = 2x, in the graph
+  const kf_result_t synchronized = kf_context_synchronize(ctx_);
+  const std::string sync_message = kf_get_last_error_message();
+  const kf_result_t trimmed = kf_context_trim_memory(ctx_, 0);
+  const std::string trim_message = kf_get_last_error_message();
+  end_and_replay(1);
+  KF_ASSERT_OK(captured);
+  EXPECT_EQ(synchronized, KF_SUCCESS) << sync_message;
+  EXPECT_EQ(trimmed, KF_SUCCESS) << trim_message;
+  kf_test::expect_close(kf_test::download(y_), combine(2, 0), 0.0, "y = 2x from the graph");
+}
+
+// One thread wraps cudaStreamPerThread and queues a long run of kernels writing a tensor through
+// it; another thread destroys the tensor and allocates one of the same size. From the second
+// thread that handle names its own (idle) stream: the release used to be ordered there, the
+// block went straight to the new tensor, and the first thread's kernels overwrote it. A release
+// that must follow another thread's per-thread stream now waits for the device.
+TEST(PerThreadStream, ReleaseFromAnotherThreadWaitsForItsWork) {
+  KF_REQUIRE_DEVICE();
+  kf_test::Context ctx;
+  const int64_t n = int64_t{1} << 24;  // 64 MiB of f32
+  const kf_tensor_desc_t desc = kf_test::make_desc(KF_DTYPE_FLOAT32, {n});
+  Tensor a = kf_test::make_tensor(ctx, KF_DTYPE_FLOAT32, {n});
+  kf_test::upload(a, std::vector<double>(static_cast<size_t>(n), 1.0));
+  KF_ASSERT_OK(kf_context_synchronize(ctx));
+  std::promise<kf_tensor_t*> queued;
+  std::promise<void> replaced;
+  std::future<void> replaced_done = replaced.get_future();
+  kf_result_t worker_result = KF_SUCCESS;
+  std::string worker_message;
+  std::thread worker([&] {
+    kf_stream_t* w = nullptr;
+    kf_tensor_t* t = nullptr;
+    kf_result_t r = kf_stream_wrap_native(ctx, cudaStreamPerThread, &w);
+    if (r == KF_SUCCESS) r = kf_tensor_create_async(ctx, &desc, w, &t);
+    for (int i = 0; i < 200 && r == KF_SUCCESS; ++i)  // t = t + a, 200 times: milliseconds
+      r = kf_fused_elementwise_add_activation(ctx, i == 0 ? a.t : t, a, t, KF_ACTIVATION_NONE, w);
+    if (r != KF_SUCCESS) worker_message = kf_get_last_error_message();
+    queued.set_value(r == KF_SUCCESS ? t : nullptr);
+    replaced_done.wait();
+    if (w != nullptr) {
+      const kf_result_t synced = kf_stream_synchronize(w);
+      if (r == KF_SUCCESS && synced != KF_SUCCESS) worker_message = kf_get_last_error_message();
+      if (r == KF_SUCCESS) r = synced;
+      kf_stream_destroy(w);
+    }
+    worker_result = r;
+  });
+  kf_tensor_t* t = queued.get_future().get();
+  kf_result_t destroyed = KF_ERROR_INTERNAL;
+  Tensor u;
+  std::vector<double> pattern(static_cast<size_t>(n));
+  for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = static_cast<double>(i % 1000) - 500.0;
+  if (t != nullptr) {
+    destroyed = kf_tensor_destroy(t);  // while the worker's adds may still run
+    kf_tensor_t* made = nullptr;
+    if (kf_tensor_create(ctx, &desc, &made) == KF_SUCCESS) u.t = made;
+  }
+  if (u.t != nullptr) kf_test::upload(u, pattern);  // copied, and waited for, on the default stream
+  replaced.set_value();
+  worker.join();
+  ASSERT_EQ(worker_result, KF_SUCCESS) << worker_message;
+  KF_ASSERT_OK(destroyed);
+  ASSERT_NE(u.t, nullptr);
+  kf_test::expect_close(kf_test::download(u), pattern, 0.0,
+                        "the new tensor, after the worker's adds");
 }
 
 }  // namespace

@@ -118,6 +118,10 @@ void stream_synchronize(void* stream) {
   check(cudaStreamSynchronize(as_stream(stream)), "waiting for the stream (cudaStreamSynchronize)");
 }
 
+void device_synchronize() {
+  check(cudaDeviceSynchronize(), "waiting for the device (cudaDeviceSynchronize)");
+}
+
 void synchronize_quietly(void* stream) noexcept {
   cudaError_t err =
       stream != nullptr ? cudaStreamSynchronize(as_stream(stream)) : cudaDeviceSynchronize();
@@ -250,6 +254,7 @@ void priority_range(int32_t, int32_t*, int32_t*) { no_cuda(); }
 void* stream_create(int32_t, bool) { no_cuda(); }
 void stream_destroy(void*) noexcept {}
 void stream_synchronize(void*) { no_cuda(); }
+void device_synchronize() { no_cuda(); }
 void synchronize_quietly(void*) noexcept {}
 int32_t stream_priority(void*) { no_cuda(); }
 int32_t stream_device(void*) { no_cuda(); }

@@ -22,6 +22,9 @@ void priority_range(int32_t device, int32_t* least, int32_t* greatest);
 void* stream_create(int32_t priority, bool non_blocking);  // on the current device
 void stream_destroy(void* stream) noexcept;
 void stream_synchronize(void* stream);
+void device_synchronize();  // the current device
+// cudaStreamPerThread: names the default stream of whichever thread passes it.
+inline void* const kPerThreadStream = reinterpret_cast<void*>(uintptr_t{2});
 // Waits for a stream, or for the whole current device when stream is nullptr; errors are
 // ignored (for teardown paths that cannot report them).
 void synchronize_quietly(void* stream) noexcept;

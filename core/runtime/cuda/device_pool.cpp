@@ -98,8 +98,15 @@ class DevicePool final : public MemoryPool {
     if (native_stream == kUnorderedRelease) {
       // No stream to order on (the last owner was not a tensor, e.g. a DLPack export after its
       // context was destroyed): wait for the device so no pending work can still read the block.
-      cudaDeviceSynchronize();
+      // If the wait fails (a stream of the device is being captured, or a kernel faulted), work
+      // may still use the block: it is left to CUDA's pool, never handed out again.
       stream = nullptr;
+      if (cudaDeviceSynchronize() != cudaSuccess) {
+        cudaGetLastError();
+        std::lock_guard<std::mutex> lock(mutex_);
+        in_use_ -= bytes;
+        return;
+      }
     }
     if (cudaFreeAsync(ptr, stream) != cudaSuccess) cudaGetLastError();
     std::lock_guard<std::mutex> lock(mutex_);
