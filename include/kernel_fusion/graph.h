@@ -114,11 +114,13 @@ typedef enum kf_cast_mode_t {
       gives 0, values beyond the int64 range are clamped to it). Narrower floating targets round
       to nearest and overflow to infinity. */
   KF_CAST_WRAP = 0,
-  /** Clamp to the target's finite range (NaN gives 0 for integer targets); floating sources are
-      truncated toward zero. */
+  /** Clamp to the target's finite range (NaN gives 0 for integer targets); for integer targets,
+      floating sources are truncated toward zero. A floating target rounds to nearest, as in
+      #KF_CAST_WRAP, and clamps instead of overflowing to infinity. */
   KF_CAST_SATURATE = 1,
-  /** As #KF_CAST_SATURATE, but floating sources are rounded to the nearest integer (ties to
-      even) instead of truncated: the usual way to write u8 pixels. */
+  /** As #KF_CAST_SATURATE, but for integer targets floating sources are rounded to the nearest
+      integer (ties to even) instead of truncated: the usual way to write u8 pixels. Floating
+      targets are as in #KF_CAST_SATURATE. */
   KF_CAST_SATURATE_ROUND = 2
 } kf_cast_mode_t;
 
