@@ -46,6 +46,13 @@ void fail(kf_result_t code, const char* fmt, ...) {
 }
 
 void require_unknown_tail_zero(const void* s, size_t struct_size, size_t known, const char* what) {
+  // A size no header will give (an uninitialised struct_size, say) is refused before any byte
+  // past the known layout is read.
+  constexpr size_t kLargestLayout = 1024;
+  KF_REQUIRE(struct_size <= kLargestLayout, KF_ERROR_VERSION_MISMATCH,
+             "%s->struct_size is %zu, larger than any layout (at most %zu bytes): initialise the "
+             "struct with its _INIT macro",
+             what, struct_size, kLargestLayout);
   const unsigned char* bytes = static_cast<const unsigned char*>(s);
   for (size_t i = known; i < struct_size; ++i) {
     KF_REQUIRE(bytes[i] == 0, KF_ERROR_VERSION_MISMATCH,

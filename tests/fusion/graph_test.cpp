@@ -924,6 +924,10 @@ TEST_F(GraphTest, NewerStructsAreReadWhileTheirUnknownFieldsAreZero) {
   EXPECT_FAILS(kf_fused_kernel_launch(k, &args.known, nullptr), KF_ERROR_VERSION_MISMATCH,
                "args->struct_size");
   args.unknown = 0;
+  args.known.struct_size = size_t{1} << 40;  // uninitialised, say: refused before reading past
+  EXPECT_FAILS(kf_fused_kernel_launch(k, &args.known, nullptr), KF_ERROR_VERSION_MISMATCH,
+               "larger than any layout (at most 1024 bytes)");
+  args.known.struct_size = sizeof(args);
   KF_ASSERT_OK(kf_fused_kernel_launch(k, &args.known, nullptr));
   std::vector<double> want;
   for (double v : av) want.push_back(3.0 * v);
