@@ -180,11 +180,14 @@ void* order_after_all_streams(kf_context_t* ctx, kf_stream_t* home) {
   // kind, or one such stream with work of the library's, leaves the release to wait for the
   // device (kUnorderedRelease).
   if (!reachable_here(home)) return kUnorderedRelease;
-  for (const kf_stream_t* s : ctx->streams)
-    if (!reachable_here(s) && s->enqueued.load(std::memory_order_relaxed)) return kUnorderedRelease;
+  bool unordered = false;
   const uint64_t home_capture = cuda::capture_id(home->native);
   for (kf_stream_t* s : ctx->streams) {
-    if (s == home || !reachable_here(s)) continue;
+    if (s == home) continue;
+    if (!reachable_here(s)) {
+      unordered = unordered || s->enqueued.load(std::memory_order_relaxed);
+      continue;
+    }
     // Only between streams in the same state: both running eagerly, or both in one capture
     // sequence. A record on a capturing stream waited for by an eager one would pull the eager
     // stream into the capture, and a capturing stream may not wait for work outside its capture.
@@ -200,7 +203,7 @@ void* order_after_all_streams(kf_context_t* ctx, kf_stream_t* home) {
     if (cuda::capture_id(s->native) != home_capture) continue;
     cuda::stream_wait_event(home->native, s->order_event);
   }
-  return home->native;
+  return unordered ? kUnorderedRelease : home->native;
 }
 
 }  // namespace kf
