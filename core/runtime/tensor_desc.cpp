@@ -210,7 +210,10 @@ void prepare_for_stream(const kf_tensor_t* t, kf_stream_t* s) {
     return;
   }
   // Once the allocation has completed no stream needs to wait for it again; until then each use
-  // on a foreign stream enqueues a wait.
+  // on a foreign stream enqueues a wait. The event was recorded outside every capture, so the
+  // query and the host wait below touch no capture: in the relaxed mode they neither fail nor
+  // invalidate one in progress (a global-mode capture refuses them otherwise, this one included).
+  const cuda::RelaxedCaptureMode relaxed;
   if (cuda::event_query(t->ready_event)) {
     t->ready_done.store(true, std::memory_order_release);
     return;

@@ -309,6 +309,17 @@ TEST_P(ReduceTest, LargeReductions) {
     check(two_columns, pairs, pair_tenths, {}, op, 0, "constant column pairs");
     check(two_columns, pairs, pair_tenths, {1}, op, 0, "constant column pairs");
   }
+  // The same value along two dense rows of 2^21 (on CUDA a block a row, 8192 elements a thread):
+  // each thread's steps, and the strided view's lanes above, fold into groups before their
+  // totals (each lane's 1024 parts added straight into its total left the f32 sum of squares of
+  // the pairs 1.4e-5 off on an H100).
+  const Shape long_rows{2, 1 << 21};
+  Tensor r = tensor(long_rows);
+  const std::vector<double> row_tenths(size_t{2} << 21, tenths[0]);
+  kf_test::upload(r, row_tenths);
+  for (kf_reduce_op_t op :
+       {KF_REDUCE_SUM, KF_REDUCE_MEAN, KF_REDUCE_SUM_SQUARES, KF_REDUCE_L2_NORM})
+    check(r, long_rows, row_tenths, {1}, op, 0, "constant long rows");
   // A few narrow column tiles over many rows: on sm_90 each tile's rows are split over a cluster
   // of blocks, each over a part of the rows that is not a whole number of loop steps.
   for (const Shape& split : {Shape{5000, 96}, Shape{6001, 96}}) {

@@ -29,6 +29,7 @@
 #include <cuda_runtime_api.h>
 
 #include "core/fusion/cuda/table_upload.hpp"
+#include "core/runtime/cuda/cuda_api.hpp"
 #include "core/runtime/cuda/cuda_check.hpp"
 #include "core/runtime/cuda/device_caps.hpp"
 #include "core/runtime/cuda/launch.hpp"
@@ -51,6 +52,7 @@ class StagingSlots {
   };
 
   ~StagingSlots() {
+    const cuda::RelaxedCaptureMode relaxed;
     for (Slot& s : slots_) {
       if (s.done != nullptr) {
         cudaEventSynchronize(s.done);
@@ -61,7 +63,11 @@ class StagingSlots {
     cudaGetLastError();
   }
 
+  // Runs only for launches on a stream that is not being captured; another thread's capture in
+  // the global mode would still refuse the event queries, waits and pinned allocations below (and
+  // be invalidated by them) but for the relaxed mode (cuda_api.hpp): they touch no capture.
   Slot* acquire(size_t bytes) {
+    const cuda::RelaxedCaptureMode relaxed;
     std::lock_guard<std::mutex> lock(mutex_);
     for (Slot& s : slots_) {
       if (s.busy || s.bytes < bytes) continue;

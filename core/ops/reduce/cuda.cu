@@ -8,8 +8,8 @@
 //    pieces of a row, so every load is coalesced; no scratch memory, no atomics;
 //  - strided (anything else): a warp per output, each lane decomposing its reduced indices.
 // Every result is combined in an order fixed by the launch shape, which depends only on the plan
-// and the device, so results are deterministic. Accumulators fold into totals every few elements
-// (blocked summation) to keep f32 sums of millions of elements accurate.
+// and the device, so results are deterministic. Accumulators fold into groups every few elements,
+// and groups into totals (blocked summation), to keep f32 sums of millions of elements accurate.
 // On sm_90 the columns kernel splits the rows of each tile over a cluster of blocks when tiles
 // are too few to fill the GPU. Known limit: the rows kernel never splits one output over several
 // blocks, so a single output over a huge extent (a full reduction) runs on one SM.
@@ -46,7 +46,8 @@ struct RowsPolicy {
   // no barrier and keeps `unroll` vectors in flight per lane (a block over an 8 KiB row gives
   // each thread two vectors between two barriers).
   static constexpr int64_t block_row_bytes = 16 * 1024;
-  static constexpr int waves = 8;  // grid cap, in blocks per SM
+  static constexpr int waves = 8;    // grid cap, in blocks per SM
+  static constexpr int groups = 64;  // loop steps a thread folds into a group before its total
 };
 
 struct ColumnsPolicy {
@@ -75,7 +76,8 @@ struct ColumnsPolicy {
 
 struct StridedPolicy {
   static constexpr int threads = 256;
-  static constexpr int fold = 32 * 64;  // elements per warp between folds into the total
+  static constexpr int fold = 32 * 64;  // elements per warp between folds into a group
+  static constexpr int groups = 64;     // folds per group, between folds into the total
   static constexpr int waves = 8;
 };
 
@@ -158,20 +160,29 @@ __global__ void __launch_bounds__(RowsPolicy::threads) rows_kernel(RowsArgs<S> a
   for (int64_t row = int64_t{blockIdx.x} * kRowsPerBlock + threadIdx.x / Group; row < a.rows;
        row += int64_t{gridDim.x} * kRowsPerBlock) {
     const S* x = a.x + row * a.row_stride;
+    // Three levels, as the strided kernel's: a step's kUnroll * V elements into a part, up to
+    // RowsPolicy::groups parts into a group, the groups into the total (a thread of a block
+    // over a row of 2^24 f32 elements adds 4 groups to its total, not 4096 parts).
+    constexpr int64_t kPass = kStep * kUnroll;  // the row's elements one step covers
     T total = R::template identity<T>();
-    for (int64_t base = int64_t{lane} * V; base < a.length; base += kStep * kUnroll) {
-      Pack<S, V> p[kUnroll];
+    for (int64_t group = int64_t{lane} * V; group < a.length; group += kPass * RowsPolicy::groups) {
+      const int64_t group_end = group + kPass * RowsPolicy::groups;
+      T sum = R::template identity<T>();
+      for (int64_t base = group; base < a.length && base < group_end; base += kPass) {
+        Pack<S, V> p[kUnroll];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u)
-        if (base + u * kStep < a.length) p[u] = load_pack<S, V>(x + base + u * kStep);
-      T part = R::template identity<T>();
+        for (int u = 0; u < kUnroll; ++u)
+          if (base + u * kStep < a.length) p[u] = load_pack<S, V>(x + base + u * kStep);
+        T part = R::template identity<T>();
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u)
-        if (base + u * kStep < a.length) {
+        for (int u = 0; u < kUnroll; ++u)
+          if (base + u * kStep < a.length) {
 #pragma unroll
-          for (int e = 0; e < V; ++e) part = R::combine(part, mapped<R>(p[u].v[e]));
-        }
-      total = R::combine(total, part);
+            for (int e = 0; e < V; ++e) part = R::combine(part, mapped<R>(p[u].v[e]));
+          }
+        sum = R::combine(sum, part);
+      }
+      total = R::combine(total, sum);
     }
     total = warp_combine<R>(total);
     if constexpr (Group > 32) {
@@ -359,14 +370,24 @@ __global__ void __launch_bounds__(StridedPolicy::threads)
     int64_t xo, oo;
     output_offsets(p, o, &xo, &oo);
     const S* x = static_cast<const S*>(p.x) + xo;
+    // Three levels: 64 elements a lane into a part, 64 parts into a group, the groups into the
+    // total. With the parts added straight into the total, a lane's 2^21 / 32 elements of one
+    // value leaned one way at each of 1024 additions: the f32 sum of squares of 2^21 tenths was
+    // 1.4e-5 off (H100, 2026-12-05); grouped, 16 additions reach the total.
+    constexpr int64_t kGroup = int64_t{StridedPolicy::fold} * StridedPolicy::groups;
     T total = R::template identity<T>();
-    for (int64_t base = 0; base < p.reduced; base += StridedPolicy::fold) {
-      const int64_t end =
-          p.reduced < base + StridedPolicy::fold ? p.reduced : base + StridedPolicy::fold;
-      T part = R::template identity<T>();
-      for (int64_t r = base + lane; r < end; r += 32)
-        part = R::combine(part, mapped<R>(x[reduced_offset(p, r)]));
-      total = R::combine(total, part);
+    for (int64_t group = 0; group < p.reduced; group += kGroup) {
+      const int64_t group_end = p.reduced < group + kGroup ? p.reduced : group + kGroup;
+      T sum = R::template identity<T>();
+      for (int64_t base = group; base < group_end; base += StridedPolicy::fold) {
+        const int64_t end =
+            group_end < base + StridedPolicy::fold ? group_end : base + StridedPolicy::fold;
+        T part = R::template identity<T>();
+        for (int64_t r = base + lane; r < end; r += 32)
+          part = R::combine(part, mapped<R>(x[reduced_offset(p, r)]));
+        sum = R::combine(sum, part);
+      }
+      total = R::combine(total, sum);
     }
     total = warp_combine<R>(total);
     if (lane == 0) static_cast<S*>(p.out)[oo] = finished<R, S>(total, n);

@@ -216,14 +216,17 @@ __global__ void __launch_bounds__(Policy::threads, 4)
     for_each_single([&](int64_t c, S v) { s = st::max_sum_add(s, logit(p, v, S{}, query, c)); });
     for_each_vector([&](int64_t k, const Pack& pack) {
       // The vector's logits join s a vector at a time: their max first (a NaN among them makes it
-      // NaN, which then reaches every output), one rescale at most, an exp each.
+      // NaN, which then reaches every output), one rescale at most, an exp each. A NaN maximum
+      // stays: a later vector of -inf alone must not replace it, or the thread's pair would read
+      // as a fully hidden row's and be dropped when the block merges.
       T v[V], m = minus_inf;
 #pragma unroll
       for (int e = 0; e < V; ++e) {
         v[e] = logit(p, pack.v[e], S{}, query, head + k * V + e);
-        m = v[e] > m || v[e] != v[e] ? v[e] : m;
+        m = st::larger_or_nan(m, v[e]);
       }
-      if (!(m <= s.max)) {
+      m = st::larger_or_nan(s.max, m);
+      if (!(m == s.max)) {  // a larger maximum, or a NaN (NaN == NaN is false)
         s.sum = s.max == minus_inf ? T(0) : s.sum * Prim::exp(s.max - m);
         s.max = m;
       }

@@ -159,6 +159,22 @@ uint64_t capture_id(void* stream) {
   return status == cudaStreamCaptureStatusActive && id != 0 ? id : kCaptureUnknown;
 }
 
+RelaxedCaptureMode::RelaxedCaptureMode() noexcept {
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  exchanged_ = cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
+  if (exchanged_) {
+    previous_ = static_cast<int>(mode);
+  } else {
+    cudaGetLastError();
+  }
+}
+
+RelaxedCaptureMode::~RelaxedCaptureMode() {
+  if (!exchanged_) return;
+  cudaStreamCaptureMode mode = static_cast<cudaStreamCaptureMode>(previous_);
+  if (cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess) cudaGetLastError();
+}
+
 void* event_create(bool timing) {
   cudaEvent_t e = nullptr;
   check(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming),
@@ -167,7 +183,9 @@ void* event_create(bool timing) {
 }
 
 void event_destroy(void* event) noexcept {
-  if (event != nullptr && cudaEventDestroy(as_event(event)) != cudaSuccess) cudaGetLastError();
+  if (event == nullptr) return;
+  const RelaxedCaptureMode relaxed;  // a tensor's release may come while a stream is captured
+  if (cudaEventDestroy(as_event(event)) != cudaSuccess) cudaGetLastError();
 }
 
 void event_record(void* event, void* stream) {
@@ -259,6 +277,11 @@ void synchronize_quietly(void*) noexcept {}
 int32_t stream_priority(void*) { no_cuda(); }
 int32_t stream_device(void*) { no_cuda(); }
 uint64_t capture_id(void*) { no_cuda(); }
+RelaxedCaptureMode::RelaxedCaptureMode() noexcept {}
+RelaxedCaptureMode::~RelaxedCaptureMode() {
+  (void)previous_;
+  (void)exchanged_;
+}
 void* event_create(bool) { no_cuda(); }
 void event_destroy(void*) noexcept {}
 void event_record(void*, void*) { no_cuda(); }

@@ -37,6 +37,26 @@ int32_t stream_device(void* stream);
 constexpr uint64_t kCaptureUnknown = UINT64_MAX;
 uint64_t capture_id(void* stream);
 
+// For its lifetime, the calling thread's stream-capture interaction mode is relaxed
+// (cudaThreadExchangeStreamCaptureMode), then restored. While a capture began in the global mode
+// is in progress on any thread, or one in the thread-local mode on this thread, CUDA refuses the
+// calls it counts as potentially unsafe (an event query or host wait, a pinned allocation) and
+// invalidates the capture. The library makes such calls on its own behalf for work outside every
+// capture (the wait for an eagerly allocated tensor, the release of an eager block, the item
+// table's staging slots); under this guard they run, and the capture is left alone. Only for calls
+// that touch nothing a capture records.
+class RelaxedCaptureMode {
+ public:
+  RelaxedCaptureMode() noexcept;
+  ~RelaxedCaptureMode();
+  RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
+  RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
+
+ private:
+  int previous_ = 0;
+  bool exchanged_ = false;
+};
+
 void* event_create(bool timing);
 void event_destroy(void* event) noexcept;
 void event_record(void* event, void* stream);

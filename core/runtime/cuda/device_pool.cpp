@@ -11,6 +11,7 @@
 #if KF_WITH_CUDA
 #include <cuda_runtime_api.h>
 
+#include "core/runtime/cuda/cuda_api.hpp"
 #include "core/runtime/cuda/cuda_check.hpp"
 
 namespace kf {
@@ -108,7 +109,14 @@ class DevicePool final : public MemoryPool {
         return;
       }
     }
-    if (cudaFreeAsync(ptr, stream) != cudaSuccess) cudaGetLastError();
+    {
+      // Released while a stream of the process is captured (global mode): a stream-ordered free
+      // on an eager stream is one of the calls CUDA then refuses, invalidating the capture, unless
+      // this thread's mode is relaxed (cuda_api.hpp). On a stream in the same capture as the
+      // allocation, the free is a node of the graph either way.
+      const cuda::RelaxedCaptureMode relaxed;
+      if (cudaFreeAsync(ptr, stream) != cudaSuccess) cudaGetLastError();
+    }
     std::lock_guard<std::mutex> lock(mutex_);
     in_use_ -= bytes;
   }
