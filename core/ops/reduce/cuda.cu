@@ -162,7 +162,7 @@ __global__ void __launch_bounds__(RowsPolicy::threads) rows_kernel(RowsArgs<S> a
     const S* x = a.x + row * a.row_stride;
     // Three levels, as the strided kernel's: a step's kUnroll * V elements into a part, up to
     // RowsPolicy::groups parts into a group, the groups into the total (a thread of a block
-    // over a row of 2^24 f32 elements adds 4 groups to its total, not 4096 parts).
+    // over a row of 2^24 f32 elements adds 64 groups to its total, not 4096 parts).
     constexpr int64_t kPass = kStep * kUnroll;  // the row's elements one step covers
     T total = R::template identity<T>();
     for (int64_t group = int64_t{lane} * V; group < a.length; group += kPass * RowsPolicy::groups) {
