@@ -6,6 +6,7 @@
 
 #include "core/runtime/context.hpp"
 #include "core/runtime/cuda/cuda_api.hpp"
+#include "core/runtime/cuda/graph_hold.hpp"
 #include "core/runtime/error.hpp"
 #include "core/runtime/handle.hpp"
 #include "core/runtime/tensor.hpp"
@@ -172,16 +173,14 @@ void activate(const kf_context_t* ctx) {
   if (ctx->is_cuda()) cuda::set_device(ctx->device_id);
 }
 
-void* order_after_all_streams(kf_context_t* ctx, kf_stream_t* home) {
-  if (!ctx->is_cuda()) return nullptr;
-  std::lock_guard<std::mutex> lock(ctx->mutex);
-  if (ctx->streams.count(home) == 0) home = ctx->default_stream;
-  // A cudaStreamPerThread wrapper of another thread cannot be named from here: a home of that
-  // kind, or one such stream with work of the library's, leaves the release to wait for the
-  // device (kUnorderedRelease).
-  if (!reachable_here(home)) return kUnorderedRelease;
+namespace {
+
+// Enqueues on `home` a wait for the work already enqueued on every stream of the context in the
+// same capture state as home (home_capture: 0 for eager), and returns home's native stream, or
+// kUnorderedRelease where a stream with work cannot be named from this thread. The caller holds
+// ctx->mutex.
+void* order_after_streams_locked(kf_context_t* ctx, kf_stream_t* home, uint64_t home_capture) {
   bool unordered = false;
-  const uint64_t home_capture = cuda::capture_id(home->native);
   for (kf_stream_t* s : ctx->streams) {
     if (s == home) continue;
     if (!reachable_here(s)) {
@@ -204,6 +203,45 @@ void* order_after_all_streams(kf_context_t* ctx, kf_stream_t* home) {
     cuda::stream_wait_event(home->native, s->order_event);
   }
   return unordered ? kUnorderedRelease : home->native;
+}
+
+}  // namespace
+
+ReleaseOrder order_release(kf_context_t* ctx, kf_stream_t* home, uint64_t allocated_in) {
+  if (!ctx->is_cuda()) return {};
+  std::lock_guard<std::mutex> lock(ctx->mutex);
+  if (ctx->streams.count(home) == 0) home = ctx->default_stream;
+  // A cudaStreamPerThread wrapper of another thread cannot be named from here: a home of that
+  // kind, or one such stream with work of the library's, leaves the release to wait for the
+  // device (kUnorderedRelease).
+  if (!reachable_here(home)) return {kUnorderedRelease, nullptr};
+  const uint64_t home_capture = cuda::capture_id(home->native);
+  // A capture already invalidated, or the legacy stream while a blocking stream is captured:
+  // nothing can be ordered on home, so the release waits for the device (and where that wait is
+  // refused, the block is left to CUDA's pool, never handed out again).
+  if (home_capture == cuda::kCaptureUnknown) return {kUnorderedRelease, nullptr};
+  // Eager, or the capture that allocated the block: the free is ordered on home (in a capture,
+  // it is a node of the graph, after the captured work that uses the block).
+  if (home_capture == 0 || home_capture == allocated_in)
+    return {order_after_streams_locked(ctx, home, home_capture), nullptr};
+  // Home is being captured, and the block was allocated outside that capture. CUDA takes a free
+  // in a capture as a free node, which must name one of the graph's own allocations, so the
+  // free is ordered on an eager stream of the context instead, after every eager stream's work;
+  // and while the capture lives, the graph, whose replays still read the block, holds it
+  // (MemoryPool::release_after_capture).
+  kf_stream_t* eager = nullptr;
+  if (reachable_here(ctx->default_stream) && cuda::capture_id(ctx->default_stream->native) == 0) {
+    eager = ctx->default_stream;
+  } else {
+    for (kf_stream_t* s : ctx->streams) {
+      if (reachable_here(s) && cuda::capture_id(s->native) == 0) {
+        eager = s;
+        break;
+      }
+    }
+  }
+  if (eager == nullptr) return {kUnorderedRelease, home->native};
+  return {order_after_streams_locked(ctx, eager, 0), home->native};
 }
 
 }  // namespace kf
@@ -241,6 +279,7 @@ kf_result_t kf_context_create(const kf_context_config_t* config, kf_context_t** 
 
 kf_result_t kf_context_destroy(kf_context_t* ctx) {
   return kf::api_call([&] {
+    kf::cuda::run_graph_releases();
     if (ctx == nullptr) return;
     kf::checked(ctx, "ctx");
     kf::unregister_handle(ctx);  // from here on, other calls with ctx fail cleanly
@@ -266,6 +305,7 @@ kf_result_t kf_context_get_device(const kf_context_t* ctx, kf_device_type_t* typ
 
 kf_result_t kf_context_synchronize(kf_context_t* ctx) {
   return kf::api_call([&] {
+    kf::cuda::run_graph_releases();
     kf::checked(ctx, "ctx");
     if (!ctx->is_cuda()) return;
     kf::activate(ctx);
@@ -286,6 +326,7 @@ kf_result_t kf_context_get_stream_priority_range(const kf_context_t* ctx, int32_
 
 kf_result_t kf_context_get_memory_stats(const kf_context_t* ctx, kf_memory_stats_t* stats) {
   return kf::api_call([&] {
+    kf::cuda::run_graph_releases();  // blocks that graphs have let go are counted free
     kf::checked(ctx, "ctx");
     KF_REQUIRE_ARG(stats != nullptr, "stats is NULL");
     KF_REQUIRE_ARG(stats->struct_size >= kf::kMinMemoryStatsSize,
@@ -310,6 +351,7 @@ kf_result_t kf_context_reset_peak_memory(kf_context_t* ctx) {
 
 kf_result_t kf_context_trim_memory(kf_context_t* ctx, uint64_t keep_bytes) {
   return kf::api_call([&] {
+    kf::cuda::run_graph_releases();
     kf::checked(ctx, "ctx");
     if (ctx->is_cuda()) {
       kf::activate(ctx);

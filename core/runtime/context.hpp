@@ -88,10 +88,23 @@ kf_stream_t* resolve_stream(kf_context_t* ctx, kf_stream_t* s, const char* param
 // The same for a stream whose handle the caller has checked (check_handles), or NULL.
 kf_stream_t* resolve_checked_stream(kf_context_t* ctx, kf_stream_t* s, const char* param_name);
 
-// Enqueues on `home` a wait for all work already enqueued on every stream of the context, and
-// returns home's native stream. A home destroyed meanwhile (by another thread, whose
+// Where the release of a block goes (MemoryPool::deallocate and release_after_capture).
+struct ReleaseOrder {
+  // The stream the free is ordered on, behind every stream of the context it can be ordered
+  // after; kUnorderedRelease when the release must wait for the device instead.
+  void* stream = nullptr;
+  // Set when the last owner let go while its home stream was being captured and the block was
+  // not allocated in that capture: that capturing stream, whose graph must hold the block until
+  // the graph and its replays are done with it. nullptr otherwise.
+  void* capturing = nullptr;
+};
+// Orders the release of a block allocated in capture sequence `allocated_in` (0: eagerly), whose
+// last tensor's home is `home`: on home, after a wait for the work already enqueued on every
+// stream of the context in home's capture state; or, where home is being captured by another
+// sequence than the block's, on an eager stream of the context after every eager stream's work,
+// with home named as the capturing stream. A home destroyed meanwhile (by another thread, whose
 // kf_stream_destroy ordered the default stream after it) is replaced by the default stream.
-void* order_after_all_streams(kf_context_t* ctx, kf_stream_t* home);
+ReleaseOrder order_release(kf_context_t* ctx, kf_stream_t* home, uint64_t allocated_in);
 
 // Makes the context's device current on this thread (CUDA contexts; no-op on the CPU). Every
 // entry point that issues CUDA work calls it, since the calling thread may differ between calls.

@@ -25,6 +25,13 @@ class MemoryPool {
   // (KF_ERROR_OUT_OF_MEMORY with the requested size and the limit in the message) on failure.
   virtual void* allocate(size_t bytes, void* native_stream) = 0;
   virtual void deallocate(void* ptr, size_t bytes, void* native_stream) noexcept = 0;
+  // The release of a block that a CUDA graph held (cuda::hold_until_graph_done), when the graph
+  // lets it go: ordered after `event` (a cudaEvent_t recorded when the last owner let go, behind
+  // the eager work on the block), or after all work on the device when event is nullptr. The
+  // caller keeps the event. The host pool ignores both.
+  virtual void deallocate_after_event(void* ptr, size_t bytes, void* /*event*/) noexcept {
+    deallocate(ptr, bytes, nullptr);
+  }
   virtual void stats(kf_memory_stats_t* out) const = 0;  // fills every field but struct_size
   virtual void reset_peak() = 0;
   virtual void trim(uint64_t keep_bytes) = 0;

@@ -5,6 +5,7 @@
 
 #include "core/runtime/context.hpp"
 #include "core/runtime/cuda/cuda_api.hpp"
+#include "core/runtime/cuda/graph_hold.hpp"
 #include "core/runtime/error.hpp"
 #include "core/runtime/handle.hpp"
 #include "core/runtime/tensor.hpp"
@@ -41,7 +42,9 @@ void delete_tensor(kf_tensor_t* t) noexcept {
   if (no_exports && t->ctx->is_cuda() && home != nullptr) {
     try {
       activate(t->ctx);
-      storage->release_stream = order_after_all_streams(t->ctx, home);
+      const ReleaseOrder order = order_release(t->ctx, home, storage->ready_capture);
+      storage->release_stream = order.stream;
+      storage->release_capturing = order.capturing;
     } catch (...) {
       // Without the ordering, the release falls back to waiting for the device.
     }
@@ -51,7 +54,24 @@ void delete_tensor(kf_tensor_t* t) noexcept {
 
 namespace {
 
+// An event recorded on the release stream of `s` (after the eager work on its block), or nullptr
+// where the release is unordered or the event cannot be had (the release then waits for the
+// device).
+void* release_marker(const Storage& s) noexcept {
+  if (s.release_stream == kUnorderedRelease) return nullptr;
+  void* marker = nullptr;
+  try {
+    marker = cuda::event_create(false);
+    cuda::event_record(marker, s.release_stream);
+    return marker;
+  } catch (...) {
+    cuda::event_destroy(marker);
+    return nullptr;
+  }
+}
+
 kf_tensor_t* create_tensor(kf_context_t* ctx, const kf_tensor_desc_t* desc, kf_stream_t* s) {
+  cuda::run_graph_releases();
   int64_t span = 0;
   kf_tensor_desc_t d = normalize_desc(desc, "desc", &span);
   kf_stream_t* home = resolve_stream(ctx, s, "s");
@@ -70,7 +90,20 @@ kf_tensor_t* create_tensor(kf_context_t* ctx, const kf_tensor_desc_t* desc, kf_s
       } catch (...) {
       }
     }
-    pool->deallocate(self->base, self->bytes, self->release_stream);
+    bool held = false;
+    if (self->release_capturing != nullptr) {
+      // Let go during a capture that did not allocate the block: the graph reads it at every
+      // replay, so it holds the block, freed once the graph is done, after the eager work.
+      void* const marker = release_marker(*self);
+      void* const base = self->base;
+      const size_t bytes = self->bytes;
+      held = cuda::hold_until_graph_done(self->release_capturing, [pool, base, bytes, marker] {
+        pool->deallocate_after_event(base, bytes, marker);
+        cuda::event_destroy(marker);
+      });
+      if (!held) cuda::event_destroy(marker);  // the capture has ended since
+    }
+    if (!held) pool->deallocate(self->base, self->bytes, self->release_stream);
     cuda::event_destroy(self->ready_event);
   };
   storage->base = ctx->pool->allocate(bytes, home->native);
@@ -118,6 +151,7 @@ kf_result_t kf_tensor_wrap(kf_context_t* ctx, const kf_tensor_desc_t* desc, void
                            size_t capacity_bytes, kf_deleter_fn deleter, void* user_data,
                            kf_tensor_t** out) {
   return kf::api_call([&] {
+    kf::cuda::run_graph_releases();
     kf::checked(ctx, "ctx");
     KF_REQUIRE_ARG(out != nullptr, "out is NULL");
     int64_t span = 0;
@@ -157,7 +191,35 @@ kf_result_t kf_tensor_wrap(kf_context_t* ctx, const kf_tensor_desc_t* desc, void
             kf::cuda::set_device(self->device_id);
           } catch (...) {
           }
-          // (nullptr: the device, also for a release ordered on the legacy stream)
+          if (self->release_capturing != nullptr) {
+            // Let go during a capture: the graph reads the memory at every replay, so the
+            // deleter runs once the graph is done with it (from a later call of the library),
+            // after the eager work.
+            void* const marker = kf::release_marker(*self);
+            const bool held = kf::cuda::hold_until_graph_done(
+                self->release_capturing, [deleter, data, user_data, marker] {
+                  {
+                    const kf::cuda::RelaxedCaptureMode relaxed;
+                    if (marker != nullptr) {
+                      try {
+                        kf::cuda::event_synchronize(marker);
+                      } catch (...) {
+                        kf::cuda::synchronize_quietly(nullptr);
+                      }
+                    } else {
+                      kf::cuda::synchronize_quietly(nullptr);
+                    }
+                  }
+                  kf::cuda::event_destroy(marker);
+                  deleter(data, user_data);
+                });
+            if (held) return;
+            kf::cuda::event_destroy(marker);  // the capture has ended since
+          }
+          // (nullptr: the device, also for a release ordered on the legacy stream.) Relaxed: the
+          // stream waited for is eager, and another thread's capture in the global mode would
+          // refuse the wait and be invalidated by it.
+          const kf::cuda::RelaxedCaptureMode relaxed;
           kf::cuda::synchronize_quietly(
               self->release_stream == kf::kUnorderedRelease ? nullptr : self->release_stream);
         }
@@ -224,6 +286,7 @@ kf_result_t kf_tensor_create_view(const kf_tensor_t* base, const kf_tensor_desc_
 
 kf_result_t kf_tensor_destroy(kf_tensor_t* t) {
   return kf::api_call([&] {
+    kf::cuda::run_graph_releases();
     if (t == nullptr) return;
     kf::checked(t, "t");
     {

@@ -31,6 +31,10 @@ struct Storage {
   // that stream behind every stream of the context; kUnorderedRelease when the last owner is not
   // a tensor (e.g. a DLPack export), in which case the release waits for the device instead.
   void* release_stream = kUnorderedRelease;
+  // The capturing cudaStream_t whose graph holds the block until it is done with it, where the
+  // last tensor let go during a capture the block was not allocated in (ReleaseOrder::capturing);
+  // nullptr otherwise.
+  void* release_capturing = nullptr;
   // Tensors sharing this storage (a tensor and its views): the one that takes the count to zero
   // orders the release, also when two are destroyed at once by two threads (both had seen two
   // owners in the shared_ptr's count, and neither ordered it).

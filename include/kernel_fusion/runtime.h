@@ -326,7 +326,14 @@ KF_API kf_result_t kf_tensor_create_async(kf_context_t* ctx, const kf_tensor_des
  * @param data First element.
  * @param capacity_bytes Bytes valid from @p data; every element the desc reaches must lie inside.
  * @param deleter Called exactly once, with @p data and @p user_data, when the last tensor sharing
- *        this memory is destroyed; NULL to keep ownership. Not called if this call fails.
+ *        this memory is destroyed; NULL to keep ownership. Not called if this call fails. If
+ *        that destroy happens while the tensor's home stream is being captured into a CUDA
+ *        graph, the graph still reads the memory at every replay: the deleter is then called
+ *        once the graph, and every executable graph made from it, has been destroyed and their
+ *        launches have finished, by whichever call of the library's tensor or context functions
+ *        comes next (in that call's thread). A deleter called while a stream is being captured
+ *        in the global mode may not make the calls such a capture refuses (cudaFree among
+ *        them), or that capture is invalidated.
  * @param user_data Passed to @p deleter.
  * @param[out] out The new tensor.
  * @retval KF_ERROR_INVALID_ARGUMENT NULL @p data with a non-empty shape or a nonzero
@@ -355,6 +362,12 @@ KF_API kf_result_t kf_tensor_create_view(const kf_tensor_t* base, const kf_tenso
 /**
  * @brief Destroys a tensor; its memory returns to the pool (or its deleter runs) once no view uses
  * it.
+ *
+ * A tensor destroyed while its home stream is being captured into a CUDA graph, and allocated
+ * before that capture began, stays allocated for the graph's replays: its memory returns to the
+ * pool once the graph and every executable graph made from it have been destroyed and their
+ * launches have finished (counted in use until then). A tensor allocated inside the capture is
+ * freed by the graph itself, after the captured work that uses it.
  * @param t Tensor to destroy, or NULL.
  * @retval KF_ERROR_INVALID_HANDLE @p t is not a live tensor. NULL is a no-op.
  */

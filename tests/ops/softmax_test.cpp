@@ -147,6 +147,11 @@ TEST_P(SoftmaxTest, MasksAndCausal) {
   check({1000, 1000}, {}, false, 1.0, true, salt += 2);
   check({64, 16392}, {16392}, true, 1.0, true, salt += 2, true);
   check({64, 16392}, {}, false, 2.0, true, salt += 2);
+  // Masked causal rows of a block each (on CUDA 2048 and 3000 f32 columns take blocks of 128 and
+  // 192 threads, the 16-bit ones a resident grid whose blocks step through query indices), with
+  // a mask of their own shape; Lq < Lk leaves every row some visible columns.
+  check({2, 2048, 2048}, {2048, 2048}, true, 0.5, true, salt += 2, true);
+  check({2, 1100, 3000}, {1100, 3000}, true, 1.0, true, salt += 2);
   // Scales of either sign and zero under the causal rule: hidden columns give 0 (log: -inf)
   // whatever scale * x would be. Rows of 256 and 2048 put the edge of the visible columns in
   // every lane and every vector of the CUDA kernels' chunks; a fully hidden row runs too (Lq > Lk).

@@ -5,6 +5,7 @@
 // asked for. Also the other stream no thread but one can name: a cudaStreamPerThread wrapper.
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <cmath>
 #include <future>
 #include <memory>
@@ -189,6 +190,122 @@ TEST_F(Capture, ContextWideWaitsLeaveACapturingStreamAlone) {
   EXPECT_EQ(synchronized, KF_SUCCESS) << sync_message;
   EXPECT_EQ(trimmed, KF_SUCCESS) << trim_message;
   kf_test::expect_close(kf_test::download(y_), combine(2, 0), 0.0, "y = 2x from the graph");
+}
+
+// The context's allocation count, once the releases that graphs have let go have run (CUDA lets
+// a destroyed graph's user objects go on a thread of its own, soon after): polls the memory
+// statistics, which run them, until the count is `want` or 10 s have passed.
+uint64_t allocations_settling_at(kf_context_t* ctx, uint64_t want) {
+  kf_memory_stats_t stats = KF_MEMORY_STATS_INIT;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (true) {
+    EXPECT_EQ(kf_context_get_memory_stats(ctx, &stats), KF_SUCCESS);
+    if (stats.allocation_count == want || std::chrono::steady_clock::now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return stats.allocation_count;
+}
+
+// A tensor allocated eagerly on the test's stream, used in a capture of that stream and destroyed
+// before the capture ends (global mode). Its release was a stream-ordered free on its home stream:
+// in a capture that is a free node, which must name one of the graph's own allocations, so CUDA
+// refused it and the block stayed allocated for good. The graph now holds the block: a tensor
+// made after the destroy does not get it, every replay reads it, and it returns to the pool once
+// the graph and its executable form are gone.
+TEST_F(Capture, EagerTensorDestroyedInACaptureOfItsHomeStream) {
+  make_operands(51);
+  const kf_tensor_desc_t desc = kf_test::make_desc(KF_DTYPE_FLOAT32, {kRows, kCols});
+  kf_tensor_t* made = nullptr;
+  KF_ASSERT_OK(kf_tensor_create_async(ctx_, &desc, stream_, &made));
+  Tensor held(made);
+  kf_test::upload(held, b_);
+  KF_ASSERT_OK(add(x_, held, y_));  // used eagerly on its home stream before the capture
+  KF_ASSERT_OK(kf_context_synchronize(ctx_));
+  kf_test::poison(y_);
+  void* held_data = nullptr;
+  KF_ASSERT_OK(kf_tensor_get_data(held, &held_data));
+  kf_memory_stats_t before = KF_MEMORY_STATS_INIT;
+  KF_ASSERT_OK(kf_context_get_memory_stats(ctx_, &before));
+  ASSERT_EQ(before.allocation_count, 4u) << "x, bias, y and the held tensor";
+
+  ASSERT_EQ(cudaStreamBeginCapture(cs_, cudaStreamCaptureModeGlobal), cudaSuccess);
+  const kf_result_t captured = add(x_, held, y_);  // y = x + held, in the graph
+  const kf_result_t destroyed = kf_tensor_destroy(held.t);
+  const std::string destroy_message = kf_get_last_error_message();
+  held.t = nullptr;
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(cs_, &graph), cudaSuccess);
+  KF_ASSERT_OK(captured);
+  EXPECT_EQ(destroyed, KF_SUCCESS) << destroy_message;
+
+  // Made after the destroy, filled with other values: it must not be given the held block.
+  Tensor other = kf_test::make_tensor(ctx_, KF_DTYPE_FLOAT32, {kRows, kCols});
+  kf_test::upload(other, combine(-3, 0));
+  void* other_data = nullptr;
+  KF_ASSERT_OK(kf_tensor_get_data(other, &other_data));
+  EXPECT_NE(other_data, held_data);
+  kf_memory_stats_t during = KF_MEMORY_STATS_INIT;
+  KF_ASSERT_OK(kf_context_get_memory_stats(ctx_, &during));
+  EXPECT_EQ(during.allocation_count, 5u) << "the held block is still counted, with the new one";
+  EXPECT_EQ(during.in_use_bytes, before.in_use_bytes + static_cast<uint64_t>(kRows * kCols * 4));
+
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);  // the executable graph keeps its reference
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(cudaGraphLaunch(exec, cs_), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(cs_), cudaSuccess);
+  kf_test::expect_close(kf_test::download(y_), combine(1, 1), 0.0, "y = x + held from the graph");
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  KF_ASSERT_OK(kf_context_get_memory_stats(ctx_, &during));
+  EXPECT_EQ(during.allocation_count, 5u) << "released while an executable graph holds it";
+  EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
+  EXPECT_EQ(allocations_settling_at(ctx_, 4), 4u) << "the held block, once the graph is gone";
+  // The context works on eagerly, on the stream that was captured.
+  KF_ASSERT_OK(add(other, x_, y_));
+  kf_test::expect_close(kf_test::download(y_), combine(-2, 0), 0.0, "y = other + x, eagerly");
+}
+
+// Borrowed memory (kf_tensor_wrap) of the default stream, used eagerly, destroyed while the test's
+// stream is being captured (global mode). Its release waits for the default stream before the
+// deleter runs: that wait is one of the calls a global-mode capture refuses, and it had
+// invalidated the capture. The deleter is called at the destroy, the capture goes on. (The
+// deleter keeps to calls a capture allows: cudaFree is not one, so the memory is freed after.)
+TEST_F(Capture, BorrowedTensorDestroyedWhileAnotherStreamCaptures) {
+  make_operands(61);
+  const size_t bytes = static_cast<size_t>(kRows * kCols) * sizeof(float);
+  void* memory = nullptr;
+  ASSERT_EQ(cudaMalloc(&memory, bytes), cudaSuccess);
+  struct Freed {
+    int calls = 0;
+    void* data = nullptr;
+  } freed;
+  const kf_deleter_fn deleter = [](void* data, void* user_data) {
+    auto* f = static_cast<Freed*>(user_data);
+    ++f->calls;
+    f->data = data;
+  };
+  const kf_tensor_desc_t desc = kf_test::make_desc(KF_DTYPE_FLOAT32, {kRows, kCols});
+  kf_tensor_t* wrapped = nullptr;
+  KF_ASSERT_OK(kf_tensor_wrap(ctx_, &desc, memory, bytes, deleter, &freed, &wrapped));
+  Tensor borrowed(wrapped);
+  kf_test::upload(borrowed, b_);
+  KF_ASSERT_OK(kf_fused_elementwise_add_activation(ctx_, x_, borrowed, y_, KF_ACTIVATION_NONE,
+                                                   nullptr));  // y = x + b, eagerly
+  KF_ASSERT_OK(kf_context_synchronize(ctx_));  // before the graph's replays on the test's stream
+  ASSERT_EQ(cudaStreamBeginCapture(cs_, cudaStreamCaptureModeGlobal), cudaSuccess);
+  const kf_result_t captured = add(y_, x_, y_);  // y = y + x, in the graph
+  const kf_result_t destroyed = kf_tensor_destroy(borrowed.t);
+  const std::string destroy_message = kf_get_last_error_message();
+  borrowed.t = nullptr;
+  const int calls_at_destroy = freed.calls;
+  end_and_replay(2);
+  KF_ASSERT_OK(captured);
+  EXPECT_EQ(destroyed, KF_SUCCESS) << destroy_message;
+  EXPECT_EQ(calls_at_destroy, 1) << "an eager tensor's deleter runs at its destroy";
+  EXPECT_EQ(freed.calls, 1);
+  EXPECT_EQ(freed.data, memory);
+  EXPECT_EQ(cudaFree(memory), cudaSuccess);
+  kf_test::expect_close(kf_test::download(y_), combine(3, 1), 0.0, "y = (x + b) + x + x");
 }
 
 // One thread wraps cudaStreamPerThread and queues a long run of kernels writing a tensor through

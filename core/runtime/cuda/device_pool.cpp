@@ -31,15 +31,17 @@ class DevicePool final : public MemoryPool {
     // Keep freed memory cached (up to the limit) instead of returning it at every synchronisation.
     uint64_t threshold = limit != 0 ? limit : UINT64_MAX;
     cudaError_t err = cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &threshold);
+    if (err == cudaSuccess) err = cudaStreamCreateWithFlags(&late_, cudaStreamNonBlocking);
     if (err != cudaSuccess) {
       cudaMemPoolDestroy(pool_);
-      cuda::fail_cuda(err, "setting the memory pool's release threshold");
+      cuda::fail_cuda(err, "setting up the context's memory pool");
     }
   }
 
   ~DevicePool() override {
     // Outstanding allocations or pending frees make CUDA release the pool once they are done.
     cudaSetDevice(device_);
+    if (cudaStreamDestroy(late_) != cudaSuccess) cudaGetLastError();
     if (cudaMemPoolDestroy(pool_) != cudaSuccess) cudaGetLastError();
   }
 
@@ -85,16 +87,8 @@ class DevicePool final : public MemoryPool {
   }
 
   void deallocate(void* ptr, size_t /*bytes*/, void* native_stream) noexcept override {
-    if (ptr == nullptr) return;
-    size_t bytes = 0;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      auto it = live_.find(ptr);
-      if (it == live_.end()) return;  // not ours
-      bytes = it->second;
-      live_.erase(it);
-    }
-    cudaSetDevice(device_);
+    const size_t bytes = forget(ptr);
+    if (bytes == 0) return;  // not ours
     cudaStream_t stream = static_cast<cudaStream_t>(native_stream);
     if (native_stream == kUnorderedRelease) {
       // No stream to order on (the last owner was not a tensor, e.g. a DLPack export after its
@@ -116,6 +110,23 @@ class DevicePool final : public MemoryPool {
       // allocation, the free is a node of the graph either way.
       const cuda::RelaxedCaptureMode relaxed;
       if (cudaFreeAsync(ptr, stream) != cudaSuccess) cudaGetLastError();
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    in_use_ -= bytes;
+  }
+
+  void deallocate_after_event(void* ptr, size_t /*bytes*/, void* event) noexcept override {
+    const size_t bytes = forget(ptr);
+    if (bytes == 0) return;  // not ours
+    // On the pool's own stream, which no capture ever records: it may be used whatever the
+    // caller's streams are doing. Relaxed: the free and the wait touch no capture in progress.
+    const cuda::RelaxedCaptureMode relaxed;
+    const cudaError_t ordered = event != nullptr
+                                    ? cudaStreamWaitEvent(late_, static_cast<cudaEvent_t>(event), 0)
+                                    : cudaDeviceSynchronize();
+    if (ordered != cudaSuccess || cudaFreeAsync(ptr, late_) != cudaSuccess) {
+      // Unordered, the block is left to CUDA's pool and never handed out again.
+      cudaGetLastError();
     }
     std::lock_guard<std::mutex> lock(mutex_);
     in_use_ -= bytes;
@@ -150,6 +161,22 @@ class DevicePool final : public MemoryPool {
   }
 
  private:
+  // Takes ptr out of the live blocks and returns its size (0 when it is not one of them), with
+  // this pool's device made current for the release that follows.
+  size_t forget(void* ptr) noexcept {
+    if (ptr == nullptr) return 0;
+    size_t bytes = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = live_.find(ptr);
+      if (it == live_.end()) return 0;
+      bytes = it->second;
+      live_.erase(it);
+    }
+    cudaSetDevice(device_);
+    return bytes;
+  }
+
   uint64_t reserved() const {
     uint64_t value = 0;
     if (cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrReservedMemCurrent, &value) != cudaSuccess) {
@@ -162,6 +189,7 @@ class DevicePool final : public MemoryPool {
   const int32_t device_;
   const uint64_t limit_;
   cudaMemPool_t pool_ = nullptr;
+  cudaStream_t late_ = nullptr;  // the releases that graphs held (deallocate_after_event)
   mutable std::mutex mutex_;
   std::unordered_map<void*, size_t> live_;
   uint64_t in_use_ = 0;
