@@ -200,10 +200,16 @@ kf_result_t kf_fused_kernel_destroy(kf_fused_kernel_t* k) {
       ctx->fused_kernels.erase(k);
       // A CUDA program held by this kernel alone (KF_COMPILE_NO_MEMORY_CACHE) unloads its module
       // with the kernel, and unloading a module under a running launch is undefined: let the
-      // launches already enqueued finish first. Cached programs live until the context goes.
+      // launches already enqueued finish first (the streams being captured are left alone: a
+      // graph that captured a launch of the program holds it, kf_fused_kernel_launch). Cached
+      // programs live until the context goes.
       if (ctx->is_cuda() && k->program.use_count() == 1) {
         kf::activate(ctx);
-        for (kf_stream_t* s : ctx->streams) kf::cuda::synchronize_quietly(s->native);
+        try {
+          kf::synchronize_locked(ctx);
+        } catch (const kf::Error&) {
+          // A failed launch leaves nothing running that could use the module.
+        }
       }
     }
     kf::delete_fused_kernel(k);

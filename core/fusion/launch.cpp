@@ -12,6 +12,8 @@
 #include "core/fusion/kernel.hpp"
 #include "core/fusion/program.hpp"
 #include "core/runtime/context.hpp"
+#include "core/runtime/cuda/cuda_api.hpp"
+#include "core/runtime/cuda/graph_hold.hpp"
 #include "core/runtime/error.hpp"
 #include "core/runtime/handle.hpp"
 #include "core/runtime/tensor.hpp"
@@ -466,6 +468,13 @@ kf_result_t kf_fused_kernel_launch(const kf_fused_kernel_t* k, const kf_launch_a
     kf::activate(ctx);
     for (const kf::fusion::Use& u : scratch.uses) kf::prepare_for_stream(u.tensor, stream);
     k->program->launch(ctx, scratch.plan, stream);
+    // A program this kernel alone holds (KF_COMPILE_NO_MEMORY_CACHE) unloads its module when the
+    // kernel is destroyed. Launched into a graph being captured, the graph holds it too, so that
+    // replays after the kernel's destroy still find the module (cached programs live as long as
+    // the context).
+    if (ctx->is_cuda() && (k->options.flags & KF_COMPILE_NO_MEMORY_CACHE) != 0 &&
+        kf::cuda::capture_id(stream->native) != 0)
+      kf::cuda::hold_until_graph_done(stream->native, [program = k->program] {});
   });
 }
 

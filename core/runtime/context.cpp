@@ -114,40 +114,6 @@ void destroy_context_object(kf_context_t* ctx) noexcept {
   destroy_handle_object(ctx);
 }
 
-// Waits for every stream of a CUDA context. (A CPU context's streams have no native handle:
-// cudaStreamSynchronize(nullptr) would wait for the legacy default stream and, first, initialise
-// the CUDA runtime and the device's primary context in a process that may never use the GPU.)
-//
-// A stream being captured into a CUDA graph is skipped: its work runs when the graph is launched,
-// and synchronising it would invalidate the capture. A cudaStreamPerThread wrapper through which
-// work was enqueued, reached from a thread other than its owner, is waited for with the device
-// (that thread's stream cannot be named from here). Every stream is waited for even when one
-// fails; the first failure is then reported.
-void synchronize_locked(kf_context_t* ctx) {
-  if (!ctx->is_cuda()) return;
-  std::exception_ptr failed;
-  bool whole_device = false;
-  for (kf_stream_t* s : ctx->streams) {
-    try {
-      if (!reachable_here(s)) {
-        whole_device = whole_device || s->enqueued.load(std::memory_order_relaxed);
-      } else if (cuda::capture_id(s->native) == 0) {
-        cuda::stream_synchronize(s->native);
-      }
-    } catch (const Error&) {
-      if (!failed) failed = std::current_exception();
-    }
-  }
-  if (whole_device) {
-    try {
-      cuda::device_synchronize();
-    } catch (const Error&) {
-      if (!failed) failed = std::current_exception();
-    }
-  }
-  if (failed) std::rethrow_exception(failed);
-}
-
 }  // namespace
 
 kf_context_t* checked_context(const kf_context_t* ctx, const char* param_name) {
@@ -171,6 +137,43 @@ kf_stream_t* resolve_checked_stream(kf_context_t* ctx, kf_stream_t* s, const cha
 
 void activate(const kf_context_t* ctx) {
   if (ctx->is_cuda()) cuda::set_device(ctx->device_id);
+}
+
+// Waits for every stream of a CUDA context. (A CPU context's streams have no native handle:
+// cudaStreamSynchronize(nullptr) would wait for the legacy default stream and, first, initialise
+// the CUDA runtime and the device's primary context in a process that may never use the GPU.)
+//
+// A stream being captured into a CUDA graph is skipped: its work runs when the graph is launched,
+// and synchronising it would invalidate the capture. A cudaStreamPerThread wrapper through which
+// work was enqueued, reached from a thread other than its owner, is waited for with the device
+// (that thread's stream cannot be named from here). Every stream is waited for even when one
+// fails; the first failure is then reported.
+void synchronize_locked(kf_context_t* ctx) {
+  if (!ctx->is_cuda()) return;
+  // Relaxed: the streams waited for are eager, and a capture in the global mode on any thread
+  // (one of these streams' included) would otherwise refuse the waits and be invalidated by them.
+  const cuda::RelaxedCaptureMode relaxed;
+  std::exception_ptr failed;
+  bool whole_device = false;
+  for (kf_stream_t* s : ctx->streams) {
+    try {
+      if (!reachable_here(s)) {
+        whole_device = whole_device || s->enqueued.load(std::memory_order_relaxed);
+      } else if (cuda::capture_id(s->native) == 0) {
+        cuda::stream_synchronize(s->native);
+      }
+    } catch (const Error&) {
+      if (!failed) failed = std::current_exception();
+    }
+  }
+  if (whole_device) {
+    try {
+      cuda::device_synchronize();
+    } catch (const Error&) {
+      if (!failed) failed = std::current_exception();
+    }
+  }
+  if (failed) std::rethrow_exception(failed);
 }
 
 namespace {

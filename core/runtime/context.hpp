@@ -88,6 +88,11 @@ kf_stream_t* resolve_stream(kf_context_t* ctx, kf_stream_t* s, const char* param
 // The same for a stream whose handle the caller has checked (check_handles), or NULL.
 kf_stream_t* resolve_checked_stream(kf_context_t* ctx, kf_stream_t* s, const char* param_name);
 
+// Waits for every stream of a CUDA context but those being captured (a cudaStreamPerThread
+// wrapper of another thread with work: for the device), each even when another fails, then
+// throws the first failure. The caller holds ctx->mutex and has activated ctx.
+void synchronize_locked(kf_context_t* ctx);
+
 // Where the release of a block goes (MemoryPool::deallocate and release_after_capture).
 struct ReleaseOrder {
   // The stream the free is ordered on, behind every stream of the context it can be ordered

@@ -308,6 +308,59 @@ TEST_F(Capture, BorrowedTensorDestroyedWhileAnotherStreamCaptures) {
   kf_test::expect_close(kf_test::download(y_), combine(3, 1), 0.0, "y = (x + b) + x + x");
 }
 
+// A fused kernel compiled without the memory cache owns its CUDA module, which its destroy
+// unloads. Launched into a captured graph and destroyed before the graph is replayed, the graph
+// holds the module: every replay runs the kernel (a replay of an unloaded module's kernel is
+// undefined). Its destroy also waits only for the eager streams.
+TEST_F(Capture, UncachedFusedKernelDestroyedBeforeItsGraphReplays) {
+  make_operands(71);
+  kf_graph_t* g = nullptr;
+  KF_ASSERT_OK(kf_graph_create(ctx_, &g));
+  kf_graph_input_desc_t in = KF_GRAPH_INPUT_DESC_INIT;
+  in.dtype = KF_DTYPE_FLOAT32;
+  in.rank = 2;
+  int32_t a = -1, b = -1, sum = -1;
+  kf_result_t built = kf_graph_input(g, &in, &a);
+  if (built == KF_SUCCESS) built = kf_graph_input(g, &in, &b);
+  if (built == KF_SUCCESS) built = kf_graph_binary(g, KF_BINARY_ADD, a, b, &sum);
+  kf_graph_output_desc_t od = KF_GRAPH_OUTPUT_DESC_INIT;
+  if (built == KF_SUCCESS) built = kf_graph_output(g, sum, &od, nullptr);
+  kf_compile_options_t options = KF_COMPILE_OPTIONS_INIT;
+  options.flags = KF_COMPILE_NO_MEMORY_CACHE;
+  kf_fused_kernel_t* k = nullptr;
+  if (built == KF_SUCCESS) built = kf_graph_compile(g, &options, &k);
+  const std::string build_message = kf_get_last_error_message();
+  KF_ASSERT_OK(kf_graph_destroy(g));
+  ASSERT_EQ(built, KF_SUCCESS) << build_message;
+  const kf_tensor_t* inputs[] = {x_.t, bias_.t};
+  kf_tensor_t* outputs[] = {y_.t};
+  kf_launch_args_t args = KF_LAUNCH_ARGS_INIT;
+  args.inputs = inputs;
+  args.outputs = outputs;
+  KF_ASSERT_OK(kf_fused_kernel_launch(k, &args, stream_));  // eagerly first
+  KF_ASSERT_OK(kf_context_synchronize(ctx_));
+  kf_test::poison(y_);
+
+  ASSERT_EQ(cudaStreamBeginCapture(cs_, cudaStreamCaptureModeGlobal), cudaSuccess);
+  const kf_result_t captured = kf_fused_kernel_launch(k, &args, stream_);  // y = x + bias
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(cs_, &graph), cudaSuccess);
+  KF_ASSERT_OK(captured);
+  const kf_result_t destroyed = kf_fused_kernel_destroy(k);
+  const std::string destroy_message = kf_get_last_error_message();
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(cudaGraphLaunch(exec, cs_), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(cs_), cudaSuccess);
+  EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
+  EXPECT_EQ(destroyed, KF_SUCCESS) << destroy_message;
+  kf_test::expect_close(kf_test::download(y_), combine(1, 1), 0.0,
+                        "y = x + bias from the graph, after the kernel's destroy");
+  // Once CUDA lets the graph go, the next call of the library's unloads the module.
+  KF_ASSERT_OK(kf_context_synchronize(ctx_));
+}
+
 // One thread wraps cudaStreamPerThread and queues a long run of kernels writing a tensor through
 // it; another thread destroys the tensor and allocates one of the same size. From the second
 // thread that handle names its own (idle) stream: the release used to be ordered there, the

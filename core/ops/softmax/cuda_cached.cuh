@@ -124,6 +124,33 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
   // (f32 rows of 4096 93.3 -> 85.8, the 16-bit 32x512x768 seeds 68 -> 64.5).
   const rows::RowCursor cursor_step = kMask ? rows::row_cursor(w, walk_step) : rows::RowCursor{};
   rows::RowCursor cursor = kMask ? rows::row_cursor(w, first_row + slot) : rows::RowCursor{};
+  // Heads inner: where the mask is broadcast over the outer of two leading dims ([H, Lq, Lk]
+  // logits, or [B, H * Lq, Lk], with an [Lq, Lk] mask, ...), the rows are walked in the order
+  // (q, h) rather than (h, q): walk index i is row (i % H, i / H), so the H rows that read one
+  // mask row run side by side and all but the first find it in L2. In (h, q) order a mask row
+  // is read again only Lq rows later, after about 32 MiB of f32 x and out at Lq = Lk = 2048, and
+  // much of it is read from DRAM again: Nsight Compute (H100, 2026-12-05 12:47Z) read 2.65 TB/s
+  // of DRAM for the f32 causal rows of [11, 2048, 2048] against the 2.31 TB/s that x, out and
+  // one pass over the mask account for. H100 A/B (13:33Z-13:35Z, kf-bench `--suite ops --filter
+  // softmax`, one library choosing the order by an environment variable, same call, two
+  // passes), causal rows with a [2048, 2048] mask, % of copy, f32 / f16 / bf16: 77.3 / 84.1 /
+  // 84.2 and 77.3 / 84.1 / 84.1 -> 86.4 / 84.5 / 84.7 and 86.5 / 84.7 / 84.7. The 16-bit rows
+  // (which prefetch the next row on a resident grid) gained little; why they stay near 84.5 was
+  // not found.
+  const bool heads_inner =
+      kMask && w.outer_ndim == 2 && p.mask.outer[0] == 0 && w.outer_shape[0] > 1;
+  // The row of walk index `index` (below w.rows < 2^31 here, the cached launch's bound) and its
+  // query index, in that order.
+  const auto heads_inner_cursor = [&](int64_t index) {
+    const uint32_t i = static_cast<uint32_t>(index);
+    const uint32_t lo = div_by(i, DivMagic{w.outer_multiplier[0], w.outer_shift[0]});
+    return rows::RowCursor{i - lo * static_cast<uint32_t>(w.outer_shape[0]), lo};
+  };
+  // The inner leading extent is a product of x's leading extents whose innermost is Lq, so the
+  // query index of row (hi, lo) is lo mod Lq (lo itself where the extent is Lq, the usual case).
+  const auto heads_inner_query = [&](rows::RowCursor c) {
+    return !p.causal || c.lo < queries ? c.lo : c.lo % queries;  // (unused without the rule)
+  };
   const auto offset_of = [&](const rows::Operand& o, rows::RowCursor c, int64_t row) {
     if constexpr (kMask)
       return rows::row_offset_at(w, o, c, row);
@@ -146,6 +173,16 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
       rows::tile_fetch<P>(static_cast<const S*>(p.mask.data) + offset_of(p.mask, c, row), count,
                           lane, raw.mask);
   };
+  // The next row's loads (the prefetching forms): the row walk_step on from `first`.
+  const auto fetch_next = [&](int64_t first, Raw& into) {
+    if (heads_inner) {
+      if (first + walk_step + slot >= w.rows) return;
+      const rows::RowCursor c = heads_inner_cursor(first + walk_step + slot);
+      fetch(first + walk_step, heads_inner_query(c), c, into);
+      return;
+    }
+    fetch(first + walk_step, next_query(query), advanced(cursor), into);
+  };
   using Slot = rows::Pack<S, P::vec>;
   // Stages the row `first` + slot (query index q) into staged row `at` of the slots.
   const auto stage = [&](int64_t first, uint32_t q, rows::RowCursor c, int at) {
@@ -163,6 +200,10 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
     for (int i = 0; i < steps; ++i) q = next_query(q);
     return q;
   };
+  if (heads_inner && first_row + slot < w.rows) {
+    cursor = heads_inner_cursor(first_row + slot);
+    query = heads_inner_query(cursor);
+  }
   Raw raw;
   if constexpr (kPrefetch) fetch(first_row, query, cursor, raw);
   int staged = 0;  // the staged row holding this thread's current row
@@ -201,6 +242,10 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
   for (int64_t first = first_row; first < w.rows;
        first += walk_step, query = next_query(query), cursor = advanced(cursor)) {
     const int64_t row = first + slot;
+    if (heads_inner && row < w.rows) {
+      cursor = heads_inner_cursor(row);
+      query = heads_inner_query(cursor);
+    }
     const int length = row < w.rows ? n : 0;  // rows past the end load and store nothing
     const int64_t r = row < w.rows ? row : 0;
     const int seen = visible(query, length);
@@ -223,7 +268,7 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
         for (int e = 0; e < P::vec; ++e) v[k * P::vec + e] = kMask ? scale * xf[e] + mf[e] : xf[e];
       }
       if constexpr (kPrefetch)  // the next row's loads, into the registers just read
-        fetch(first + walk_step, next_query(query), advanced(cursor), raw);
+        fetch_next(first, raw);
       if (!kMask && scale != T(1)) {
 #pragma unroll
         for (int k = 0; k < P::chunks; ++k)
@@ -236,10 +281,10 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
       if constexpr (kWords) {
         rows::tile_unpack<P, S, kPairs>(raw.x, count, lane, v, minus_inf);
         rows::tile_unpack<P, S, kPairs>(raw.mask, count, lane, add, T(0));
-        fetch(first + walk_step, next_query(query), advanced(cursor), raw);
+        fetch_next(first, raw);
       } else if constexpr (kPrefetch) {
         Raw next;
-        fetch(first + walk_step, next_query(query), advanced(cursor), next);
+        fetch_next(first, next);
         rows::tile_unpack<P, S, kPairs>(raw.x, count, lane, v, minus_inf);
         if constexpr (kMask) rows::tile_unpack<P, S, kPairs>(raw.mask, count, lane, add, T(0));
         raw = next;
