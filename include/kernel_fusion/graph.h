@@ -533,6 +533,11 @@ KF_API kf_result_t kf_graph_compile_for_arch(kf_graph_t* g, const kf_compile_opt
 
 /**
  * @brief Destroys a compiled kernel (a launch in flight completes). NULL is a no-op.
+ *
+ * A CUDA graph that captured a launch of the kernel keeps what it needs to replay it: the
+ * context's cache holds the compiled program (until the context is destroyed), or, for a kernel
+ * compiled with #KF_COMPILE_NO_MEMORY_CACHE, the graph itself does (until it and every executable
+ * graph made from it are destroyed and their launches have finished).
  * @param k Kernel to destroy, or NULL.
  * @retval KF_ERROR_INVALID_HANDLE @p k is not live.
  */
