@@ -35,7 +35,8 @@ void on_graph_done(void* payload) {
   try {
     r.ready.push_back(release);
   } catch (...) {
-    delete release;  // out of memory: the release is dropped (its memory stays reserved)
+    // Out of memory: the release is dropped and its memory stays reserved. It is not destroyed
+    // here either, since destroying it may make CUDA calls (a fused program's module unload).
     return;
   }
   r.any.store(true, std::memory_order_release);
