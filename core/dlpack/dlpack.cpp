@@ -220,16 +220,17 @@ void release_managed(void* /*data*/, void* managed) {
   m->deleter(m);
 }
 
-// Wraps the producer's memory through kf_tensor_wrap, so an imported tensor is created, shared
-// with views and released exactly like any other borrowed tensor. On failure nothing is kept and
-// the deleter is not called, so ownership stays with the caller.
+// Wraps the producer's memory through kf_tensor_wrap_async (home stream s, NULL for the default
+// stream), so an imported tensor is created, shared with views and released exactly like any
+// other borrowed tensor. On failure nothing is kept and the deleter is not called, so ownership
+// stays with the caller.
 template <class Managed>
-kf_tensor_t* import_managed(kf_context_t* ctx, Managed* managed, bool read_only) {
+kf_tensor_t* import_managed(kf_context_t* ctx, Managed* managed, bool read_only, kf_stream_t* s) {
   ImportedLayout layout = translate(ctx, managed->dl_tensor);
   kf_deleter_fn deleter = managed->deleter != nullptr ? &release_managed<Managed> : nullptr;
   kf_tensor_t* t = nullptr;
-  kf_result_t r =
-      kf_tensor_wrap(ctx, &layout.desc, layout.first, layout.span_bytes, deleter, managed, &t);
+  kf_result_t r = kf_tensor_wrap_async(ctx, &layout.desc, layout.first, layout.span_bytes, deleter,
+                                       managed, s, &t);
   if (r != KF_SUCCESS) {
     fail(r, "DLPack import: %s", kf_get_last_error_message());
   }
@@ -280,6 +281,11 @@ extern "C" {
 
 kf_result_t kf_tensor_from_dlpack(kf_context_t* ctx, DLManagedTensorVersioned* managed,
                                   kf_tensor_t** out) {
+  return kf_tensor_from_dlpack_async(ctx, managed, nullptr, out);
+}
+
+kf_result_t kf_tensor_from_dlpack_async(kf_context_t* ctx, DLManagedTensorVersioned* managed,
+                                        kf_stream_t* s, kf_tensor_t** out) {
   return kf::api_call([&] {
     kf_context_t* c = kf::checked_context(ctx, "ctx");
     KF_REQUIRE_ARG(managed != nullptr, "managed is NULL");
@@ -288,17 +294,22 @@ kf_result_t kf_tensor_from_dlpack(kf_context_t* ctx, DLManagedTensorVersioned* m
                "DLPack tensor has version %u.%u; this library reads DLPack %d.x",
                managed->version.major, managed->version.minor, DLPACK_MAJOR_VERSION);
     bool read_only = (managed->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
-    *out = kf::import_managed(c, managed, read_only);
+    *out = kf::import_managed(c, managed, read_only, s);
   });
 }
 
 kf_result_t kf_tensor_from_dlpack_legacy(kf_context_t* ctx, DLManagedTensor* managed,
                                          kf_tensor_t** out) {
+  return kf_tensor_from_dlpack_legacy_async(ctx, managed, nullptr, out);
+}
+
+kf_result_t kf_tensor_from_dlpack_legacy_async(kf_context_t* ctx, DLManagedTensor* managed,
+                                               kf_stream_t* s, kf_tensor_t** out) {
   return kf::api_call([&] {
     kf_context_t* c = kf::checked_context(ctx, "ctx");
     KF_REQUIRE_ARG(managed != nullptr, "managed is NULL");
     KF_REQUIRE_ARG(out != nullptr, "out is NULL");
-    *out = kf::import_managed(c, managed, false);
+    *out = kf::import_managed(c, managed, false, s);
   });
 }
 

@@ -90,7 +90,11 @@ KF_FROZEN(fused_kernel_destroy, 592);
 KF_FROZEN(fused_kernel_get_info, 600);
 KF_FROZEN(fused_kernel_get_source, 608);
 KF_FROZEN(fused_kernel_launch, 616);
-static_assert(sizeof(kf_api_t) == 624, "kf_api_t version 1 has 76 functions");
+// Appended in 0.3.0.
+KF_FROZEN(tensor_wrap_async, 624);
+KF_FROZEN(tensor_from_dlpack_async, 632);
+KF_FROZEN(tensor_from_dlpack_legacy_async, 640);
+static_assert(sizeof(kf_api_t) == 648, "kf_api_t version 1 has 79 functions");
 #undef KF_FROZEN
 
 const kf_api_t kApiV1 = {
@@ -173,6 +177,9 @@ const kf_api_t kApiV1 = {
     &kf_fused_kernel_get_info,
     &kf_fused_kernel_get_source,
     &kf_fused_kernel_launch,
+    &kf_tensor_wrap_async,
+    &kf_tensor_from_dlpack_async,
+    &kf_tensor_from_dlpack_legacy_async,
 };
 
 }  // namespace

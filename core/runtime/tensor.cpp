@@ -150,10 +150,18 @@ kf_result_t kf_tensor_create_async(kf_context_t* ctx, const kf_tensor_desc_t* de
 kf_result_t kf_tensor_wrap(kf_context_t* ctx, const kf_tensor_desc_t* desc, void* data,
                            size_t capacity_bytes, kf_deleter_fn deleter, void* user_data,
                            kf_tensor_t** out) {
+  return kf_tensor_wrap_async(ctx, desc, data, capacity_bytes, deleter, user_data, nullptr, out);
+}
+
+kf_result_t kf_tensor_wrap_async(kf_context_t* ctx, const kf_tensor_desc_t* desc, void* data,
+                                 size_t capacity_bytes, kf_deleter_fn deleter, void* user_data,
+                                 kf_stream_t* s, kf_tensor_t** out) {
   return kf::api_call([&] {
     kf::cuda::run_graph_releases();
     kf::checked(ctx, "ctx");
     KF_REQUIRE_ARG(out != nullptr, "out is NULL");
+    // (NULL: the default stream, as kf_tensor_wrap, and no ready event below.)
+    kf_stream_t* const home = kf::resolve_stream(ctx, s, "s");
     int64_t span = 0;
     kf_tensor_desc_t d = kf::normalize_desc(desc, "desc", &span);
     size_t elem = kf::dtype_size(d.dtype);
@@ -181,10 +189,29 @@ kf_result_t kf_tensor_wrap(kf_context_t* ctx, const kf_tensor_desc_t* desc, void
     storage->bytes = capacity_bytes;
     storage->device_type = ctx->device_type;
     storage->device_id = ctx->device_id;
+    // Given a home stream, the contents are ready in its order as of now: an event marks that
+    // point, so that a use on another stream waits for it (prepare_for_stream), as for memory
+    // the pool allocated on that stream. Made before anything that must be undone.
+    if (s != nullptr && ctx->is_cuda()) {
+      kf::activate(ctx);
+      storage->ready_capture = kf::cuda::capture_id(home->native);
+      storage->ready_event = kf::cuda::event_create(false);
+      try {
+        kf::cuda::event_record(storage->ready_event, home->native);
+      } catch (...) {
+        kf::cuda::event_destroy(storage->ready_event);
+        storage->ready_event = nullptr;
+        throw;
+      }
+    }
     std::function<void()> release;
-    if (deleter != nullptr) {
+    if (deleter == nullptr && storage->ready_event != nullptr) {
+      kf::Storage* self = storage.get();
+      release = [self] { kf::cuda::event_destroy(self->ready_event); };
+    } else if (deleter != nullptr) {
       kf::Storage* self = storage.get();
       release = [self, deleter, data, user_data] {
+        kf::cuda::event_destroy(self->ready_event);  // (nullptr: nothing)
         if (self->device_type == KF_DEVICE_CUDA) {
           // The owner may free or reuse the memory at once: let enqueued work finish first.
           try {
@@ -230,9 +257,16 @@ kf_result_t kf_tensor_wrap(kf_context_t* ctx, const kf_tensor_desc_t* desc, void
     t->ctx = ctx;
     t->desc = d;
     t->data = data;
-    t->home = ctx->default_stream;
+    t->ready_event = storage->ready_event;
+    t->home = home;
     t->storage = storage;
-    kf_tensor_t* handle = kf::adopt_tensor(std::move(t));
+    kf_tensor_t* handle = nullptr;
+    try {
+      handle = kf::adopt_tensor(std::move(t));
+    } catch (...) {
+      kf::cuda::event_destroy(storage->ready_event);
+      throw;
+    }
     storage->release = std::move(release);  // only now: a failed wrap never calls the deleter
     *out = handle;
   });

@@ -174,6 +174,15 @@ typedef struct kf_api_t {
                                          size_t*); /**< kf_fused_kernel_get_source(). */
   kf_result_t (*fused_kernel_launch)(const kf_fused_kernel_t*, const kf_launch_args_t*,
                                      kf_stream_t*); /**< kf_fused_kernel_launch(). */
+  /* appended in 0.3.0: borrowed memory with a home stream (runtime.h, dlpack.h) */
+  kf_result_t (*tensor_wrap_async)(kf_context_t*, const kf_tensor_desc_t*, void*, size_t,
+                                   kf_deleter_fn, void*, kf_stream_t*,
+                                   kf_tensor_t**); /**< kf_tensor_wrap_async(). */
+  kf_result_t (*tensor_from_dlpack_async)(kf_context_t*, DLManagedTensorVersioned*, kf_stream_t*,
+                                          kf_tensor_t**); /**< kf_tensor_from_dlpack_async(). */
+  kf_result_t (*tensor_from_dlpack_legacy_async)(
+      kf_context_t*, DLManagedTensor*, kf_stream_t*,
+      kf_tensor_t**); /**< kf_tensor_from_dlpack_legacy_async(). */
 } kf_api_t;
 
 /**

@@ -148,6 +148,36 @@ KF_API kf_result_t kf_tensor_from_dlpack_legacy(kf_context_t* ctx, DLManagedTens
                                                 kf_tensor_t** out);
 
 /**
+ * @brief kf_tensor_from_dlpack() with stream @p s as the imported tensor's home stream.
+ *
+ * For a producer that made its data ready on the consumer's stream, as the Python
+ * `__dlpack__(stream=...)` protocol asks: the tensor's contents are taken to be ready in @p s's
+ * order, a use on another stream of the context waits for the work enqueued on @p s before this
+ * call, and the producer's deleter runs once the work of every stream of the context has
+ * finished (kf_tensor_wrap_async()).
+ * @param ctx Context on the tensor's device.
+ * @param managed The producer's tensor; owned by the new tensor on success.
+ * @param s Home stream, or NULL for the default stream (then exactly kf_tensor_from_dlpack()).
+ * @param[out] out The imported tensor.
+ * @return The same codes as kf_tensor_from_dlpack(); KF_ERROR_INVALID_HANDLE also for a stream
+ *         that is not live, KF_ERROR_DEVICE_MISMATCH for a stream of another context.
+ */
+KF_API kf_result_t kf_tensor_from_dlpack_async(kf_context_t* ctx, DLManagedTensorVersioned* managed,
+                                               kf_stream_t* s, kf_tensor_t** out);
+
+/**
+ * @brief kf_tensor_from_dlpack_legacy() with stream @p s as the imported tensor's home stream;
+ *        same contract as kf_tensor_from_dlpack_async().
+ * @param ctx Context on the tensor's device.
+ * @param managed The producer's tensor; owned by the new tensor on success.
+ * @param s Home stream, or NULL for the default stream.
+ * @param[out] out The imported tensor.
+ * @return The same codes as kf_tensor_from_dlpack_async() (except KF_ERROR_VERSION_MISMATCH).
+ */
+KF_API kf_result_t kf_tensor_from_dlpack_legacy_async(kf_context_t* ctx, DLManagedTensor* managed,
+                                                      kf_stream_t* s, kf_tensor_t** out);
+
+/**
  * @brief Exports a tensor as a DLPack 1.x tensor sharing its memory.
  *
  * The memory stays valid until the consumer calls the returned deleter, even if @p t is destroyed

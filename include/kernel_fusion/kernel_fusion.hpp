@@ -473,6 +473,27 @@ class Tensor {
   }
 
   /**
+   * @brief Wraps memory owned by the caller whose contents are ready in @p stream's order
+   * (kf_tensor_wrap_async()).
+   * @param ctx Context whose device holds the memory.
+   * @param desc Shape, strides and dtype.
+   * @param data First element.
+   * @param capacity_bytes Bytes valid from @p data.
+   * @param stream Home stream of the tensor.
+   * @param deleter Called once when the memory is no longer used; NULL to keep ownership.
+   * @param user_data Passed to @p deleter.
+   * @return The tensor.
+   */
+  static Tensor wrap_async(const Context& ctx, const kf_tensor_desc_t& desc, void* data,
+                           size_t capacity_bytes, const Stream& stream,
+                           kf_deleter_fn deleter = nullptr, void* user_data = nullptr) {
+    kf_tensor_t* handle = nullptr;
+    check(kf_tensor_wrap_async(ctx.get(), &desc, data, capacity_bytes, deleter, user_data,
+                               stream.get(), &handle));
+    return Tensor(handle);
+  }
+
+  /**
    * @brief Imports a DLPack 1.x tensor without copying; on success the tensor owns @p managed.
    * @param ctx Context on the tensor's device.
    * @param managed The producer's tensor.
@@ -493,6 +514,36 @@ class Tensor {
   static Tensor from_dlpack(const Context& ctx, DLManagedTensor* managed) {
     kf_tensor_t* handle = nullptr;
     check(kf_tensor_from_dlpack_legacy(ctx.get(), managed, &handle));
+    return Tensor(handle);
+  }
+
+  /**
+   * @brief Imports a DLPack 1.x tensor made ready on @p stream (kf_tensor_from_dlpack_async());
+   * on success the tensor owns @p managed.
+   * @param ctx Context on the tensor's device.
+   * @param managed The producer's tensor.
+   * @param stream Home stream of the tensor.
+   * @return The tensor.
+   */
+  static Tensor from_dlpack_async(const Context& ctx, DLManagedTensorVersioned* managed,
+                                  const Stream& stream) {
+    kf_tensor_t* handle = nullptr;
+    check(kf_tensor_from_dlpack_async(ctx.get(), managed, stream.get(), &handle));
+    return Tensor(handle);
+  }
+
+  /**
+   * @brief Imports a legacy DLPack tensor made ready on @p stream
+   * (kf_tensor_from_dlpack_legacy_async()); on success the tensor owns @p managed.
+   * @param ctx Context on the tensor's device.
+   * @param managed The producer's tensor.
+   * @param stream Home stream of the tensor.
+   * @return The tensor.
+   */
+  static Tensor from_dlpack_async(const Context& ctx, DLManagedTensor* managed,
+                                  const Stream& stream) {
+    kf_tensor_t* handle = nullptr;
+    check(kf_tensor_from_dlpack_legacy_async(ctx.get(), managed, stream.get(), &handle));
     return Tensor(handle);
   }
 

@@ -345,6 +345,33 @@ KF_API kf_result_t kf_tensor_wrap(kf_context_t* ctx, const kf_tensor_desc_t* des
                                   kf_tensor_t** out);
 
 /**
+ * @brief Like kf_tensor_wrap(), with stream @p s as the tensor's home stream.
+ *
+ * The caller promises that the memory's contents are ready in @p s's order as of this call (the
+ * producer's work that writes them is enqueued on @p s, or has finished): work enqueued on @p s
+ * afterwards may read them, and a use on any other stream of the context first waits for the
+ * work enqueued on @p s before this call (an event recorded here; on the CPU every stream is
+ * ordered already). The release is ordered on @p s after the work of every stream of the
+ * context, and the deleter runs once that work has finished, as kf_tensor_wrap() says for the
+ * default stream; if @p s is being captured into a CUDA graph then, the graph holds the memory
+ * as kf_tensor_wrap() describes. The DLPack consumer's form is kf_tensor_from_dlpack_async().
+ * @param ctx Context whose device holds the memory (host memory for a CPU context).
+ * @param desc Shape, strides and dtype of the view.
+ * @param data First element.
+ * @param capacity_bytes Bytes valid from @p data; every element the desc reaches must lie inside.
+ * @param deleter As for kf_tensor_wrap(); NULL to keep ownership.
+ * @param user_data Passed to @p deleter.
+ * @param s Home stream of the tensor, or NULL: then exactly kf_tensor_wrap() (the default
+ *        stream, and no event recorded).
+ * @param[out] out The new tensor.
+ * @return The same codes as kf_tensor_wrap(); KF_ERROR_INVALID_HANDLE also for a stream that is
+ *         not live, KF_ERROR_DEVICE_MISMATCH for a stream of another context.
+ */
+KF_API kf_result_t kf_tensor_wrap_async(kf_context_t* ctx, const kf_tensor_desc_t* desc, void* data,
+                                        size_t capacity_bytes, kf_deleter_fn deleter,
+                                        void* user_data, kf_stream_t* s, kf_tensor_t** out);
+
+/**
  * @brief Creates a view sharing another tensor's memory (slices, transposes, broadcasts).
  *
  * @param base The tensor whose memory is shared; it may be destroyed before the view.

@@ -11,7 +11,7 @@
 /** @brief Major version; it is also the SONAME suffix (`libkernel_fusion.so.0`). */
 #define KF_VERSION_MAJOR 0
 /** @brief Minor version: incremented when functions are appended. */
-#define KF_VERSION_MINOR 2
+#define KF_VERSION_MINOR 3
 /** @brief Patch version. */
 #define KF_VERSION_PATCH 0
 /** @brief The version encoded as `major*10000 + minor*100 + patch`, as kf_get_version() returns it.

@@ -217,6 +217,22 @@ static void test_borrowed_memory(kf_context_t* ctx) {
   CHECK(deleter_calls == 0, "deleter ran while a view still uses the memory");
   CHECK_OK(kf_tensor_destroy(view));
   CHECK(deleter_calls == 1, "deleter ran %d times, expected once", deleter_calls);
+
+  /* The same memory with a home stream (kf_tensor_wrap_async). */
+  {
+    kf_stream_t* home = NULL;
+    float back[12];
+    int i;
+    CHECK_OK(kf_stream_create(ctx, NULL, &home));
+    CHECK_OK(kf_tensor_wrap_async(ctx, &desc, host, sizeof host, count_deleter, host, home, &t));
+    for (i = 0; i < 12; ++i) back[i] = (float)(3 * i + 1);
+    CHECK_OK(kf_tensor_copy_from_host(t, back, sizeof back, home));
+    CHECK_OK(kf_stream_synchronize(home));
+    CHECK(host[11] == 34.0f, "a write through the tensor of kf_tensor_wrap_async");
+    CHECK_OK(kf_tensor_destroy(t));
+    CHECK(deleter_calls == 2, "deleter ran %d times in all, expected twice", deleter_calls);
+    CHECK_OK(kf_stream_destroy(home));
+  }
 }
 
 static void test_streams_and_events(kf_context_t* ctx, kf_stream_t** stream_out) {

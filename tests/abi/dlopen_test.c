@@ -119,6 +119,21 @@ int main(int argc, char** argv) {
     CHECK(positives > 0 && positives < ROWS * COLS, "data must exercise both sides of ReLU");
   }
 
+  /* A member appended in 0.3.0: the output's values read back through a wrap with a stream. */
+  {
+    kf_stream_t* home = NULL;
+    kf_tensor_t* wrapped = NULL;
+    float twice[ROWS * COLS];
+    CHECK_OK(api, api->stream_create(ctx, NULL, &home));
+    CHECK_OK(api, api->tensor_wrap_async(ctx, &a_desc, out_host, sizeof out_host, NULL, NULL, home,
+                                         &wrapped));
+    CHECK_OK(api, api->tensor_copy_to_host(wrapped, twice, sizeof twice, home));
+    CHECK_OK(api, api->stream_synchronize(home));
+    CHECK(memcmp(twice, out_host, sizeof twice) == 0, "tensor_wrap_async reads the memory");
+    CHECK_OK(api, api->tensor_destroy(wrapped));
+    CHECK_OK(api, api->stream_destroy(home));
+  }
+
   /* A destroyed handle is refused with a message, and the out-parameter stays untouched. */
   CHECK_OK(api, api->tensor_destroy(b));
   memset(&seen, 0x5a, sizeof seen);

@@ -343,6 +343,63 @@ TEST_F(DlpackTest, DeleterRunsOnceAfterTheLastView) {
   EXPECT_EQ(deleted, 1);
 }
 
+// The stream forms (kf_tensor_from_dlpack_async and its legacy twin): the import is the same
+// tensor, read on its home stream and on another; the producer's deleter runs once, when the
+// last tensor sharing the memory goes; a stream of another context or a destroyed one is refused,
+// and the producer keeps its tensor.
+TEST_F(DlpackTest, ImportsWithAHomeStream) {
+  kf_stream_t *home = nullptr, *other = nullptr;
+  KF_ASSERT_OK(kf_stream_create(ctx(), nullptr, &home));
+  KF_ASSERT_OK(kf_stream_create(ctx(), nullptr, &other));
+  std::vector<double> values;
+  Tensor src = filled(KF_DTYPE_FLOAT32, {4, 6}, &values, 17);
+  int deleted = 0;
+  Versioned* m = produce<Versioned>(src, &deleted);
+  ASSERT_NE(m, nullptr);
+  kf_tensor_t* imported = nullptr;
+  KF_ASSERT_OK(kf_tensor_from_dlpack_async(ctx(), m, home, &imported));
+  EXPECT_EQ(data_of(imported), data_of(src));
+  std::vector<float> got(24, -1.0f);
+  KF_ASSERT_OK(kf_tensor_copy_to_host(imported, got.data(), got.size() * sizeof(float), other));
+  KF_ASSERT_OK(kf_stream_synchronize(other));
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], values[i]) << "element " << i;
+  kf_tensor_desc_t d = make_desc(KF_DTYPE_FLOAT32, {2, 6});
+  kf_tensor_t* view = nullptr;
+  KF_ASSERT_OK(kf_tensor_create_view(imported, &d, 12, &view));
+  KF_ASSERT_OK(kf_tensor_destroy(imported));
+  EXPECT_EQ(deleted, 0);
+  KF_ASSERT_OK(kf_tensor_destroy(view));
+  EXPECT_EQ(deleted, 1);
+
+  Legacy* legacy = produce<Legacy>(src, &deleted);
+  ASSERT_NE(legacy, nullptr);
+  KF_ASSERT_OK(kf_tensor_from_dlpack_legacy_async(ctx(), legacy, other, &imported));
+  expect_close(download(imported), values, 0.0, "legacy import on a stream");
+  KF_ASSERT_OK(kf_tensor_destroy(imported));
+  EXPECT_EQ(deleted, 2);
+
+  // Refused streams: the producer still owns its tensor.
+  Context other_context;
+  kf_stream_t* foreign = nullptr;
+  KF_ASSERT_OK(kf_stream_create(other_context.ctx, nullptr, &foreign));
+  m = produce<Versioned>(src, &deleted);
+  ASSERT_NE(m, nullptr);
+  imported = reinterpret_cast<kf_tensor_t*>(uintptr_t{0x5a5a5a5a});
+  KF_EXPECT_ERR(kf_tensor_from_dlpack_async(ctx(), m, foreign, &imported),
+                KF_ERROR_DEVICE_MISMATCH);
+  kf_stream_t* gone = nullptr;
+  KF_ASSERT_OK(kf_stream_create(ctx(), nullptr, &gone));
+  KF_ASSERT_OK(kf_stream_destroy(gone));
+  KF_EXPECT_ERR(kf_tensor_from_dlpack_async(ctx(), m, gone, &imported), KF_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(imported, reinterpret_cast<kf_tensor_t*>(uintptr_t{0x5a5a5a5a}));
+  EXPECT_EQ(deleted, 2);
+  m->deleter(m);  // the producer's own release
+  EXPECT_EQ(deleted, 3);
+  KF_ASSERT_OK(kf_stream_destroy(foreign));
+  KF_ASSERT_OK(kf_stream_destroy(other));
+  KF_ASSERT_OK(kf_stream_destroy(home));
+}
+
 TEST_F(DlpackTest, ReExportKeepsTheProducerAlive) {
   std::vector<double> values;
   Tensor src = filled(KF_DTYPE_FLOAT32, {9}, &values);

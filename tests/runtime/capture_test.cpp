@@ -5,6 +5,7 @@
 // asked for. Also the other stream no thread but one can name: a cudaStreamPerThread wrapper.
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <future>
@@ -69,6 +70,19 @@ class Capture : public ::testing::Test {
     ASSERT_EQ(cudaStreamSynchronize(cs_), cudaSuccess);
     EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
     EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+  }
+
+  // Instantiates `graph`, destroys it (the executable graph keeps its own reference) and
+  // replays the executable graph `replays` times on the test's stream, waiting for them. Returns
+  // the executable graph (nullptr on failure, reported).
+  cudaGraphExec_t instantiate_and_replay(cudaGraph_t graph, int replays) {
+    cudaGraphExec_t exec = nullptr;
+    EXPECT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+    if (exec == nullptr) return nullptr;
+    for (int r = 0; r < replays; ++r) EXPECT_EQ(cudaGraphLaunch(exec, cs_), cudaSuccess);
+    EXPECT_EQ(cudaStreamSynchronize(cs_), cudaSuccess);
+    return exec;
   }
 
   // x = a, bias = b (whole numbers) and y, each {kRows, kCols} of the default stream; y = x +
@@ -249,11 +263,8 @@ TEST_F(Capture, EagerTensorDestroyedInACaptureOfItsHomeStream) {
   EXPECT_EQ(during.allocation_count, 5u) << "the held block is still counted, with the new one";
   EXPECT_EQ(during.in_use_bytes, before.in_use_bytes + static_cast<uint64_t>(kRows * kCols * 4));
 
-  cudaGraphExec_t exec = nullptr;
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);  // the executable graph keeps its reference
-  for (int r = 0; r < 2; ++r) ASSERT_EQ(cudaGraphLaunch(exec, cs_), cudaSuccess);
-  ASSERT_EQ(cudaStreamSynchronize(cs_), cudaSuccess);
+  cudaGraphExec_t exec = instantiate_and_replay(graph, 2);
+  ASSERT_NE(exec, nullptr);
   kf_test::expect_close(kf_test::download(y_), combine(1, 1), 0.0, "y = x + held from the graph");
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   KF_ASSERT_OK(kf_context_get_memory_stats(ctx_, &during));
@@ -306,6 +317,114 @@ TEST_F(Capture, BorrowedTensorDestroyedWhileAnotherStreamCaptures) {
   EXPECT_EQ(freed.data, memory);
   EXPECT_EQ(cudaFree(memory), cudaSuccess);
   kf_test::expect_close(kf_test::download(y_), combine(3, 1), 0.0, "y = (x + b) + x + x");
+}
+
+// Borrowed memory whose home is the test's stream (kf_tensor_wrap_async), used in a capture of
+// that stream and destroyed inside it. The graph reads the memory at every replay, so the
+// deleter may run only once the graph and its executable graph are gone, not at the destroy.
+TEST_F(Capture, BorrowedTensorOfTheCapturedStreamIsHeldByItsGraph) {
+  make_operands(63);
+  const size_t bytes = static_cast<size_t>(kRows * kCols) * sizeof(float);
+  void* memory = nullptr;
+  ASSERT_EQ(cudaMalloc(&memory, bytes), cudaSuccess);
+  struct Freed {
+    std::atomic<int> calls{0};
+    void* data = nullptr;
+  } freed;
+  const kf_deleter_fn deleter = [](void* data, void* user_data) {
+    auto* f = static_cast<Freed*>(user_data);
+    f->data = data;
+    f->calls.fetch_add(1);
+  };
+  const kf_tensor_desc_t desc = kf_test::make_desc(KF_DTYPE_FLOAT32, {kRows, kCols});
+  kf_tensor_t* wrapped = nullptr;
+  KF_ASSERT_OK(
+      kf_tensor_wrap_async(ctx_, &desc, memory, bytes, deleter, &freed, stream_, &wrapped));
+  Tensor borrowed(wrapped);
+  kf_test::upload(borrowed, b_);
+  KF_ASSERT_OK(add(x_, borrowed, y_));  // eagerly on its home stream first
+  KF_ASSERT_OK(kf_context_synchronize(ctx_));
+  kf_test::poison(y_);
+
+  ASSERT_EQ(cudaStreamBeginCapture(cs_, cudaStreamCaptureModeGlobal), cudaSuccess);
+  const kf_result_t captured = add(x_, borrowed, y_);  // y = x + b, in the graph
+  const kf_result_t destroyed = kf_tensor_destroy(borrowed.t);
+  const std::string destroy_message = kf_get_last_error_message();
+  borrowed.t = nullptr;
+  const int calls_at_destroy = freed.calls.load();
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(cs_, &graph), cudaSuccess);
+  KF_ASSERT_OK(captured);
+  EXPECT_EQ(destroyed, KF_SUCCESS) << destroy_message;
+  EXPECT_EQ(calls_at_destroy, 0) << "the graph being captured reads the memory";
+
+  cudaGraphExec_t exec = instantiate_and_replay(graph, 2);
+  ASSERT_NE(exec, nullptr);
+  kf_test::expect_close(kf_test::download(y_), combine(1, 1), 0.0, "y = x + b from the graph");
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  KF_ASSERT_OK(kf_context_synchronize(ctx_));  // runs any release CUDA has let go of
+  EXPECT_EQ(freed.calls.load(), 0) << "called while an executable graph holds the memory";
+  EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
+  // CUDA lets the graph's references go on a thread of its own; a later call runs the deleter.
+  for (int i = 0; i < 200 && freed.calls.load() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    KF_ASSERT_OK(kf_context_synchronize(ctx_));
+  }
+  EXPECT_EQ(freed.calls.load(), 1) << "once the graph is gone";
+  EXPECT_EQ(freed.data, memory);
+  EXPECT_EQ(cudaFree(memory), cudaSuccess);
+}
+
+// kf_tensor_wrap_async: the contents are ready in the home stream's order, so a use on another
+// stream waits for the work enqueued on the home stream before the wrap. The home stream is
+// held by a host function until the use on the other stream has been enqueued (and given time
+// to run, had it not waited); the write it holds back is what the use must read.
+TEST_F(Capture, WrappedMemoryIsReadAfterItsHomeStreamsWork) {
+  make_operands(65);
+  kf_stream_t* other = nullptr;
+  KF_ASSERT_OK(kf_stream_create(ctx_, nullptr, &other));
+  const size_t bytes = static_cast<size_t>(kRows * kCols) * sizeof(float);
+  void* memory = nullptr;
+  ASSERT_EQ(cudaMalloc(&memory, bytes), cudaSuccess);
+  const kf_tensor_desc_t desc = kf_test::make_desc(KF_DTYPE_FLOAT32, {kRows, kCols});
+  // A tensor over the memory whose home is the default stream, for the write and the poison.
+  kf_tensor_t* plain = nullptr;
+  KF_ASSERT_OK(kf_tensor_wrap(ctx_, &desc, memory, bytes, nullptr, nullptr, &plain));
+  Tensor writer(plain);
+  kf_test::poison(writer);
+  KF_ASSERT_OK(kf_context_synchronize(ctx_));
+
+  std::atomic<bool> go{false};
+  const cudaHostFn_t hold = [](void* flag) {
+    while (!static_cast<std::atomic<bool>*>(flag)->load()) std::this_thread::yield();
+  };
+  // Nothing may return from the test between the hold and the release of the flag below.
+  ASSERT_EQ(cudaLaunchHostFunc(cs_, hold, &go), cudaSuccess);
+  const kf_result_t written = add(x_, bias_, writer);  // memory = x + bias, held back
+  std::string message = kf_get_last_error_message();
+  kf_tensor_t* wrapped = nullptr;
+  kf_result_t used =
+      kf_tensor_wrap_async(ctx_, &desc, memory, bytes, nullptr, nullptr, stream_, &wrapped);
+  Tensor ready(wrapped);
+  if (used == KF_SUCCESS)
+    used = kf_fused_elementwise_add_activation(ctx_, ready, x_, y_, KF_ACTIVATION_NONE, other);
+  if (used != KF_SUCCESS) message = kf_get_last_error_message();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const bool held = cudaStreamQuery(cs_) == cudaErrorNotReady;
+  go.store(true);
+  ASSERT_EQ(written, KF_SUCCESS) << message;
+  ASSERT_EQ(used, KF_SUCCESS) << message;
+  KF_ASSERT_OK(kf_stream_synchronize(other));
+  EXPECT_TRUE(held) << "the host function did not hold the test's stream";
+  kf_test::expect_close(kf_test::download(y_), combine(2, 1), 0.0,
+                        "y = (x + bias) + x, on another stream than the write's");
+  KF_ASSERT_OK(kf_tensor_destroy(ready.t));
+  ready.t = nullptr;
+  KF_ASSERT_OK(kf_tensor_destroy(writer.t));
+  writer.t = nullptr;
+  KF_ASSERT_OK(kf_stream_destroy(other));
+  KF_ASSERT_OK(kf_context_synchronize(ctx_));
+  EXPECT_EQ(cudaFree(memory), cudaSuccess);
 }
 
 // A fused kernel compiled without the memory cache owns its CUDA module, which its destroy

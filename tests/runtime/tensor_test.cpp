@@ -483,6 +483,70 @@ TEST_F(Wrap, FailureNeverCallsTheDeleter) {
   EXPECT_EQ(log.calls, 0);
 }
 
+// kf_tensor_wrap_async: the same tensor as kf_tensor_wrap, with a home stream. Its contents are
+// read and written through it on that stream and on others, its views share it, and its deleter
+// runs once, when the last of them goes, after the work of every stream. (That a use on another
+// stream waits for the home stream's earlier work is tested on CUDA in capture_test.cpp.)
+TEST_F(Wrap, AsyncWithAHomeStream) {
+  kf_stream_t *home = nullptr, *other = nullptr;
+  KF_ASSERT_OK(kf_stream_create(ctx_, nullptr, &home));
+  KF_ASSERT_OK(kf_stream_create(ctx_, nullptr, &other));
+  DeleterLog log;
+  kf_tensor_desc_t d = make_desc(KF_DTYPE_FLOAT32, {8, 8});
+  kf_tensor_t* t = nullptr;
+  KF_ASSERT_OK(
+      kf_tensor_wrap_async(ctx_, &d, memory_, 64 * sizeof(float), &log_deleter, &log, home, &t));
+  std::vector<double> values = values_for(KF_DTYPE_FLOAT32, 64, 8);
+  std::vector<float> packed(values.begin(), values.end());
+  KF_ASSERT_OK(kf_tensor_copy_from_host(t, packed.data(), packed.size() * sizeof(float), home));
+  kf_tensor_desc_t column = make_desc(KF_DTYPE_FLOAT32, {8}, {8});
+  kf_tensor_t* view = nullptr;
+  KF_ASSERT_OK(kf_tensor_create_view(t, &column, 3, &view));  // column 3
+  std::vector<float> got(8, -1.0f);
+  KF_ASSERT_OK(kf_tensor_copy_to_host(view, got.data(), got.size() * sizeof(float), other));
+  KF_ASSERT_OK(kf_stream_synchronize(other));
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], packed[8 * i + 3]) << "row " << i;
+  kf_test::expect_close(kf_test::download(owner_), values, 0.0, "through the owner");
+  KF_ASSERT_OK(kf_tensor_destroy(t));
+  EXPECT_EQ(log.calls, 0) << "a view still shares the memory";
+  KF_ASSERT_OK(kf_tensor_destroy(view));
+  EXPECT_EQ(log.calls, 1);
+  EXPECT_EQ(log.data, memory_);
+  // A NULL stream is kf_tensor_wrap's default stream; no deleter, an empty tensor.
+  KF_ASSERT_OK(
+      kf_tensor_wrap_async(ctx_, &d, memory_, 64 * sizeof(float), nullptr, nullptr, nullptr, &t));
+  kf_test::expect_close(kf_test::download(t), values, 0.0, "wrapped on the default stream");
+  KF_ASSERT_OK(kf_tensor_destroy(t));
+  kf_tensor_desc_t empty = make_desc(KF_DTYPE_FLOAT32, {0, 5});
+  KF_ASSERT_OK(kf_tensor_wrap_async(ctx_, &empty, nullptr, 0, nullptr, nullptr, home, &t));
+  KF_ASSERT_OK(kf_tensor_destroy(t));
+  KF_ASSERT_OK(kf_stream_destroy(other));
+  KF_ASSERT_OK(kf_stream_destroy(home));
+}
+
+// Its home stream must be a live stream of the same context; a refused wrap leaves `out` and the
+// deleter alone.
+TEST_F(Wrap, AsyncRefusesAStreamItCannotUse) {
+  DeleterLog log;
+  kf_tensor_desc_t d = make_desc(KF_DTYPE_FLOAT32, {64});
+  kf_tensor_t* t = kSentinelTensor;
+  kf_test::Context other_context;
+  kf_stream_t* foreign = nullptr;
+  KF_ASSERT_OK(kf_stream_create(other_context, nullptr, &foreign));
+  KF_EXPECT_ERR(
+      kf_tensor_wrap_async(ctx_, &d, memory_, 64 * sizeof(float), &log_deleter, &log, foreign, &t),
+      KF_ERROR_DEVICE_MISMATCH);
+  KF_ASSERT_OK(kf_stream_destroy(foreign));
+  kf_stream_t* gone = nullptr;
+  KF_ASSERT_OK(kf_stream_create(ctx_, nullptr, &gone));
+  KF_ASSERT_OK(kf_stream_destroy(gone));
+  KF_EXPECT_ERR(
+      kf_tensor_wrap_async(ctx_, &d, memory_, 64 * sizeof(float), &log_deleter, &log, gone, &t),
+      KF_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(t, kSentinelTensor);
+  EXPECT_EQ(log.calls, 0);
+}
+
 TEST(WrapHost, PlainHostMemory) {
   if (device_under_test() != KF_DEVICE_CPU) GTEST_SKIP() << "host memory is for CPU contexts";
   kf_test::Context ctx;

@@ -310,8 +310,9 @@ class Context(_Owned):
     def from_dlpack(self, obj, stream=None):
         """Imports any DLPack producer (an object with __dlpack__ and __dlpack_device__) without
         copying. On CUDA the producer orders its pending work before `stream` (default: the
-        context's), as the protocol asks. The producer's memory is released when the last tensor
-        using it is closed. A Tensor of this context is returned as it is; one of another Context
+        context's), as the protocol asks, and `stream` is the tensor's home: work on other
+        streams of the context waits for it before reading the tensor. The producer's memory is
+        released when the last tensor using it is closed, after the work of every stream. A Tensor of this context is returned as it is; one of another Context
         raises DeviceMismatchError (move data between contexts with copies, not views)."""
         if isinstance(obj, Tensor):
             if obj.context is not self:
@@ -331,9 +332,14 @@ class Context(_Owned):
         except TypeError:  # a producer of the protocol before DLPack 1.0
             capsule = obj.__dlpack__(**kwargs)
         address, versioned = _dlpack.open_capsule(capsule)
-        fn = _lib.kf_tensor_from_dlpack if versioned else _lib.kf_tensor_from_dlpack_legacy
-        handle = _new_handle(fn, self.handle, ctypes.c_void_p(address))  # on failure the capsule
-        _dlpack.mark_consumed(capsule, versioned)  # still owns it; on success the tensor does
+        # The producer made its data ready on `stream`, which becomes the tensor's home: a use on
+        # another stream of the context waits for it, and the producer's memory is released only
+        # after every stream's work.
+        fn = (_lib.kf_tensor_from_dlpack_async if versioned
+              else _lib.kf_tensor_from_dlpack_legacy_async)
+        # On failure the capsule still owns the producer's tensor; on success the new tensor does.
+        handle = _new_handle(fn, self.handle, ctypes.c_void_p(address), stream.handle)
+        _dlpack.mark_consumed(capsule, versioned)
         return Tensor._adopt(self, handle, stream)
 
     def _stream(self, stream):

@@ -235,6 +235,8 @@ _PROTOTYPES = {
     "kf_tensor_copy_to_host": (_R, [_P, _P, ctypes.c_size_t, _P]),
     "kf_tensor_from_dlpack": (_R, [_P, _P, _PP]),
     "kf_tensor_from_dlpack_legacy": (_R, [_P, _P, _PP]),
+    "kf_tensor_from_dlpack_async": (_R, [_P, _P, _P, _PP]),
+    "kf_tensor_from_dlpack_legacy_async": (_R, [_P, _P, _P, _PP]),
     "kf_tensor_to_dlpack": (_R, [_P, _PP]),
     "kf_tensor_to_dlpack_legacy": (_R, [_P, _PP]),
     "kf_fused_elementwise_add_activation": (_R, [_P, _P, _P, _P, ctypes.c_int, _P]),
@@ -277,8 +279,9 @@ _PROTOTYPES = {
 }
 
 # The oldest library this frontend works with (kf_get_version: major * 10000 + minor * 100 + patch):
-# 0.2.0, the first with every op above. The major version must match (SONAME libkernel_fusion.so.0).
-MIN_VERSION = 200
+# 0.3.0, the first with every function above (the DLPack imports with a home stream). The major
+# version must match (SONAME libkernel_fusion.so.0).
+MIN_VERSION = 300
 MAJOR = 0
 
 
