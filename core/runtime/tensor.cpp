@@ -207,17 +207,23 @@ kf_result_t kf_tensor_wrap_async(kf_context_t* ctx, const kf_tensor_desc_t* desc
     std::function<void()> release;
     if (deleter == nullptr && storage->ready_event != nullptr) {
       kf::Storage* self = storage.get();
-      release = [self] { kf::cuda::event_destroy(self->ready_event); };
+      release = [self] {
+        try {
+          kf::cuda::set_device(self->device_id);
+        } catch (...) {
+        }
+        kf::cuda::event_destroy(self->ready_event);
+      };
     } else if (deleter != nullptr) {
       kf::Storage* self = storage.get();
       release = [self, deleter, data, user_data] {
-        kf::cuda::event_destroy(self->ready_event);  // (nullptr: nothing)
         if (self->device_type == KF_DEVICE_CUDA) {
           // The owner may free or reuse the memory at once: let enqueued work finish first.
           try {
             kf::cuda::set_device(self->device_id);
           } catch (...) {
           }
+          kf::cuda::event_destroy(self->ready_event);  // (the home stream's mark; may be none)
           if (self->release_capturing != nullptr) {
             // Let go during a capture: the graph reads the memory at every replay, so the
             // deleter runs once the graph is done with it (from a later call of the library),
