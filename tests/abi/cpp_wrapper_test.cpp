@@ -125,6 +125,42 @@ TEST(CppWrapper, ViewsAndBorrowedMemory) {
   EXPECT_EQ(deleted, 1) << "the deleter runs once, when the last view is gone";
 }
 
+// Borrowed memory and a DLPack import with a home stream (Tensor::wrap_async,
+// Tensor::from_dlpack_async): the same memory, read on that stream; a stream of another context
+// throws, and the producer keeps its tensor.
+TEST(CppWrapper, BorrowedMemoryWithAHomeStream) {
+  kf::Context ctx = kf::Context::cpu();
+  kf::Stream stream(ctx);
+  std::vector<float> storage = random_values(6, 9);
+  static int deleted = 0;
+  deleted = 0;
+  {
+    kf::Tensor borrowed = kf::Tensor::wrap_async(ctx, kf::make_desc({2, 3}), storage.data(),
+                                                 storage.size() * sizeof(float), stream,
+                                                 [](void*, void*) { ++deleted; });
+    EXPECT_EQ(borrowed.data(), storage.data());
+    EXPECT_EQ(borrowed.to_vector<float>(&stream), storage);
+    DLManagedTensorVersioned* exported = nullptr;
+    ASSERT_EQ(kf_tensor_to_dlpack(borrowed.get(), &exported), KF_SUCCESS);
+    kf::Tensor imported = kf::Tensor::from_dlpack_async(ctx, exported, stream);
+    EXPECT_EQ(imported.data(), storage.data());
+    EXPECT_EQ(imported.to_vector<float>(&stream), storage);
+
+    kf::Context other = kf::Context::cpu();
+    kf::Stream foreign(other);
+    ASSERT_EQ(kf_tensor_to_dlpack(borrowed.get(), &exported), KF_SUCCESS);
+    try {
+      kf::Tensor refused = kf::Tensor::from_dlpack_async(ctx, exported, foreign);
+      ADD_FAILURE() << "a stream of another context was taken";
+    } catch (const kf::Error& e) {
+      EXPECT_EQ(e.code(), KF_ERROR_DEVICE_MISMATCH);
+    }
+    exported->deleter(exported);  // still the caller's after the refusal
+    EXPECT_EQ(deleted, 0);
+  }
+  EXPECT_EQ(deleted, 1) << "the deleter runs once, when the import and the wrap are gone";
+}
+
 TEST(CppWrapper, FailuresThrowErrorWithCodeAndMessage) {
   kf::Context ctx = kf::Context::cpu();
   kf::Tensor a(ctx, {3, 4});
