@@ -192,17 +192,19 @@ kf_result_t kf_tensor_wrap_async(kf_context_t* ctx, const kf_tensor_desc_t* desc
     // Given a home stream, the contents are ready in its order as of now: an event marks that
     // point, so that a use on another stream waits for it (prepare_for_stream), as for memory
     // the pool allocated on that stream. Made before anything that must be undone.
+    // Until the storage's release owns the event, a failure below destroys it here.
+    struct EventGuard {
+      void** event;
+      ~EventGuard() {
+        if (event != nullptr) kf::cuda::event_destroy(*event);
+      }
+    } guard{nullptr};
     if (s != nullptr && ctx->is_cuda()) {
       kf::activate(ctx);
       storage->ready_capture = kf::cuda::capture_id(home->native);
       storage->ready_event = kf::cuda::event_create(false);
-      try {
-        kf::cuda::event_record(storage->ready_event, home->native);
-      } catch (...) {
-        kf::cuda::event_destroy(storage->ready_event);
-        storage->ready_event = nullptr;
-        throw;
-      }
+      guard.event = &storage->ready_event;
+      kf::cuda::event_record(storage->ready_event, home->native);
     }
     std::function<void()> release;
     if (deleter == nullptr && storage->ready_event != nullptr) {
@@ -266,14 +268,9 @@ kf_result_t kf_tensor_wrap_async(kf_context_t* ctx, const kf_tensor_desc_t* desc
     t->ready_event = storage->ready_event;
     t->home = home;
     t->storage = storage;
-    kf_tensor_t* handle = nullptr;
-    try {
-      handle = kf::adopt_tensor(std::move(t));
-    } catch (...) {
-      kf::cuda::event_destroy(storage->ready_event);
-      throw;
-    }
+    kf_tensor_t* handle = kf::adopt_tensor(std::move(t));
     storage->release = std::move(release);  // only now: a failed wrap never calls the deleter
+    guard.event = nullptr;
     *out = handle;
   });
 }
