@@ -395,6 +395,18 @@ TEST_F(DlpackTest, ImportsWithAHomeStream) {
   EXPECT_EQ(deleted, 2);
   m->deleter(m);  // the producer's own release
   EXPECT_EQ(deleted, 3);
+  legacy = produce<Legacy>(src, &deleted);
+  ASSERT_NE(legacy, nullptr);
+  KF_EXPECT_ERR(kf_tensor_from_dlpack_legacy_async(ctx(), legacy, foreign, &imported),
+                KF_ERROR_DEVICE_MISMATCH);
+  KF_EXPECT_ERR(kf_tensor_from_dlpack_legacy_async(ctx(), legacy, gone, &imported),
+                KF_ERROR_INVALID_HANDLE);
+  KF_EXPECT_ERR(kf_tensor_from_dlpack_legacy_async(ctx(), legacy, home, nullptr),
+                KF_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(imported, reinterpret_cast<kf_tensor_t*>(uintptr_t{0x5a5a5a5a}));
+  EXPECT_EQ(deleted, 3);
+  legacy->deleter(legacy);
+  EXPECT_EQ(deleted, 4);
   KF_ASSERT_OK(kf_stream_destroy(foreign));
   KF_ASSERT_OK(kf_stream_destroy(other));
   KF_ASSERT_OK(kf_stream_destroy(home));
