@@ -207,14 +207,28 @@ TEST_F(Capture, ContextWideWaitsLeaveACapturingStreamAlone) {
 }
 
 // The context's allocation count, once the releases that graphs have let go have run (CUDA lets
-// a destroyed graph's user objects go on a thread of its own, soon after): polls the memory
-// statistics, which run them, until the count is `want` or 10 s have passed.
+// a destroyed graph's user objects go on a shared thread of its own, with no bound on when):
+// polls the memory statistics, which run them, until the count is `want` or 60 s have passed.
+// (10 s had been the limit. Under compute-sanitizer's memcheck, sixteen sanitizer runs at once
+// on an H200, 2026-12-05 18:02Z, EagerTensorDestroyedInACaptureOfItsHomeStream failed once, the
+// only such failure; the log kept did not say which check, and the test passed there alone and in
+// its binary under memcheck. A failing poll now says how long it waited.)
 uint64_t allocations_settling_at(kf_context_t* ctx, uint64_t want) {
   kf_memory_stats_t stats = KF_MEMORY_STATS_INIT;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + std::chrono::seconds(60);
   while (true) {
     EXPECT_EQ(kf_context_get_memory_stats(ctx, &stats), KF_SUCCESS);
-    if (stats.allocation_count == want || std::chrono::steady_clock::now() > deadline) break;
+    if (stats.allocation_count == want) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      ADD_FAILURE() << "the allocation count stayed " << stats.allocation_count << ", not " << want
+                    << ", for "
+                    << std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::steady_clock::now() - start)
+                           .count()
+                    << " ms";
+      break;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return stats.allocation_count;
