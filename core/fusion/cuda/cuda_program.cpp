@@ -94,9 +94,14 @@ class StagingSlots {
     return &s;
   }
 
-  // After the launch (recorded: the event now guards the slot) or after a failure.
-  void release(Slot* s, bool recorded) {
+  // After the launch (recorded: the event now guards the slot) or after a failure. `retire`: a
+  // copy from the slot was queued and no event was recorded after it (the launch or the record
+  // failed), so nothing tells when the copy has read the slot: it is never handed out again (a
+  // kernel that did launch would otherwise read a table a later launch had overwritten). It is
+  // freed with the others.
+  void release(Slot* s, bool recorded, bool retire = false) {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (retire) return;  // stays busy
     s->busy = false;
     s->recorded = s->recorded || recorded;
   }
@@ -288,13 +293,14 @@ class CudaProgram final : public Program {
       return;
     }
     StagingSlots::Slot* slot = staging_->acquire(bytes);
-    bool recorded = false;
+    bool queued = false, recorded = false;
     void* table = nullptr;
     try {
       std::memcpy(slot->host, block + layout_.header_slots, bytes);
       table = pool_->allocate(bytes, stream);
       cuda::check(cudaMemcpyAsync(table, slot->host, bytes, cudaMemcpyHostToDevice, stream),
                   "copying the item table to the device");
+      queued = true;
       std::memcpy(&block[layout_.n_items_slot() + 1], &table, sizeof table);
       void* params[] = {block};
       cuda::launch_library_kernel(function_, grid, threads, 0, stream, params, "fused kernel",
@@ -303,7 +309,7 @@ class CudaProgram final : public Program {
       recorded = true;
     } catch (...) {
       if (table != nullptr) pool_->deallocate(table, bytes, stream);
-      staging_->release(slot, recorded);
+      staging_->release(slot, recorded, queued && !recorded);
       throw;
     }
     pool_->deallocate(table, bytes, stream);  // stream-ordered: after the kernel
