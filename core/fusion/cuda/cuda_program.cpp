@@ -309,6 +309,12 @@ class CudaProgram final : public Program {
       recorded = true;
     } catch (...) {
       if (table != nullptr) pool_->deallocate(table, bytes, stream);
+      // A failed launch leaves the queued copy to run: an event recorded after it guards the
+      // slot as after a launch. Where that record fails too, the slot is retired.
+      if (queued && !recorded) {
+        recorded = cudaEventRecord(slot->done, stream) == cudaSuccess;
+        if (!recorded) cudaGetLastError();
+      }
       staging_->release(slot, recorded, queued && !recorded);
       throw;
     }
