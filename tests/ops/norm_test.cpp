@@ -797,14 +797,15 @@ TEST_P(NormTest, BlockRowsOverManySteps) {
     check_rms_norm(!cuda ? 5 : 400, length, true, true, KF_ACTIVATION_NONE, salt += 3);
     check_rms_norm(!cuda ? 5 : 400, length, true, false, KF_ACTIVATION_GELU, salt += 3);
   }
-  // Rows of 1537..2048 without a residual (on CUDA, f32 rows take 128-thread blocks at 16
-  // elements a thread, the policy of the 2048 x 2048 seed rows) over 2500 rows, more than an
-  // H100 or H200 holds such blocks at once (a resident grid of eight an SM holds 1056 on 132 SMs,
-  // whose blocks then walk two or three rows each); rows whose end falls inside the last threads'
-  // chunks (1540, 1800) and whole ones, at a mean of 1e4 too (f32, f64), and in place. The CPU
-  // backend checks fewer rows.
+  // Rows of 1537..2048 without a residual over 2000 rows (on CUDA, f32 rows where a GPU holds
+  // at least 1000 blocks of 128 threads, eight an SM, as the 132 SMs of an H100 or H200 do: a
+  // resident grid whose blocks take one or two rows each, the second staged in shared memory
+  // while the first is worked on, as for the 2048 x 2048 seed rows), then over 6000 rows (there,
+  // a block a row in one pass); rows whose end falls inside the last threads' chunks (1540,
+  // 1800) and whole ones, at a mean of 1e4 too (f32, f64), and in place. The CPU backend checks
+  // fewer rows.
   for (int64_t length : {int64_t{1540}, int64_t{1800}, int64_t{2048}}) {
-    const int64_t rows = !cuda ? 20 : 2500;
+    const int64_t rows = !cuda ? 20 : 2000;
     check_rms_norm(rows, length, false, true, KF_ACTIVATION_NONE, salt += 3);
     check_rms_norm(rows, length, false, false, KF_ACTIVATION_GELU, salt += 3);
     check_layer_norm(rows, length, true, KF_ACTIVATION_RELU, salt += 3);
@@ -812,7 +813,9 @@ TEST_P(NormTest, BlockRowsOverManySteps) {
     const bool wide = dtype() == KF_DTYPE_FLOAT32 || dtype() == KF_DTYPE_FLOAT64;
     check_layer_norm(rows, length, false, KF_ACTIVATION_NONE, salt += 3, wide ? 1e4 : 0.0, 1.0);
   }
-  check_layer_norm_in_place(!cuda ? 20 : 2500, 2048, KF_ACTIVATION_SILU, seed(salt += 3));
+  check_layer_norm_in_place(!cuda ? 20 : 2000, 2048, KF_ACTIVATION_SILU, seed(salt += 3));
+  check_rms_norm(!cuda ? 20 : 6000, 2048, false, true, KF_ACTIVATION_NONE, salt += 3);
+  check_layer_norm(!cuda ? 20 : 6000, 1800, true, KF_ACTIVATION_GELU, salt += 3);
 }
 
 // Layer norm with a weight and a bias over rows of 32 elements a thread over a block (on CUDA,

@@ -287,6 +287,10 @@ TEST_F(Capture, EagerTensorDestroyedInACaptureOfItsHomeStream) {
   EXPECT_EQ(allocations_settling_at(ctx_, 4), 4u) << "the held block, once the graph is gone";
   // The context works on eagerly, on the stream that was captured.
   KF_ASSERT_OK(add(other, x_, y_));
+  // The add ran on the test's stream and the download copies on the default stream: nothing
+  // orders the two but this wait (without it, memcheck's slower kernels had the copy read y
+  // before the add wrote it: 2026-12-05 18:02Z on an H200 and 21:31Z on an H100).
+  KF_ASSERT_OK(kf_stream_synchronize(stream_));
   kf_test::expect_close(kf_test::download(y_), combine(-2, 0), 0.0, "y = other + x, eagerly");
 }
 

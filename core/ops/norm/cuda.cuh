@@ -189,6 +189,30 @@ constexpr int residual_lean_max_blocks() {
 template <class S, int V>
 bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
   if (p.walk.rows >= rows::kMaxColdRows) return false;  // row offsets in 32 bits (rows.hpp)
+  // f32 rows of 1537..2048 without a residual, at most two rows a block of a grid of eight
+  // blocks an SM (2112 rows on 132 SMs: the 2048 x 2048 seed rows): the policy with_tile_policy
+  // takes for them (128 threads at 16 elements a thread) compiled for eight blocks an SM (64
+  // registers, no stack; ptxas sm_90), on a resident grid whose blocks each stage their next row
+  // in shared memory from the start (cached_kernel's kStageNext), so that both rows' loads are in
+  // flight at once. A/Bs (kf-bench, one library choosing the form by an environment variable,
+  // same call, every row checked `ok`), % of copy at 2048 x 2048, layer norm / RMS norm:
+  //  - H200, 2026-12-05 19:53Z-19:56Z, three passes without it, six with it: 54.7 / 58.0, 54.4 /
+  //    57.3, 54.9 / 58.1 -> 57.0 to 58.4 / 61.6 to 63.1. The softmax's same form moved 61.0-61.9
+  //    -> 60.1-61.3 (two rows staged: 54.1-54.9) and keeps with_tile_policy's.
+  //  - H100, 21:29Z, one pass: 66.3 / 67.6 -> 70.3 / 74.3.
+  // Over more rows it lost (H100, 21:28Z, two passes, 256 MiB): rows of 1540 / 1800 / 2048 (21789
+  // / 18642 / 16384 rows), layer norm 92.4 / 96.1 / 95.6 -> 80.5 / 82.9 / 88.1, RMS norm 95.7 /
+  // 96.2 / 95.7 -> 83.2 / 85.2 / 90.4; so those keep the one-pass grid.
+  if constexpr (std::is_same_v<S, float> && V == 4) {
+    const int64_t n = p.walk.row_length;
+    if (!p.residual.data && n > 1536 && n <= 2048 &&
+        p.walk.rows <= int64_t{2} * 8 * cuda::sm_count(device)) {
+      using P = rows::TilePolicy<128, 4, V, 128>;
+      rows::launch_tile_kernel<P, S, cached_kernel<P, S, false, true, 8, false, false, false, true>,
+                               1>(p, p.walk.rows, device, stream);
+      return true;
+    }
+  }
   // The RMS norm's 16-bit rows of 4097..6144 of 16-byte vectors with a residual, where the SMs
   // are rows::tile_issue_lean: 320 threads at 16 elements a thread (rows of up to 5120) or 384
   // (5121..6144), compiled for two blocks an SM, instead of with_tile_policy's 512 at 16 (one

@@ -47,8 +47,12 @@ using rows::Sums;
 // layer_takes_affine_pairs).
 // kSharedAffine: the layer norm's weight and bias are copied into shared memory once a launch and
 // read from there for every row (see LayerSharedAffine); the plan has both.
+// kStageNext: the next row is staged in shared memory as in the kShared form below for a policy
+// that rows::tile_prefetches_shared does not name (f32 rows of 1537..2048 in launch_cached); the
+// launch gives the kernel one row's slots (rows::tile_shared_bytes<P, S, 1>).
 template <class P, class S, bool kResidual, bool kStage = true, int kBlocks = 0,
-          bool kWordPairs = false, bool kAffinePairs = false, bool kSharedAffine = false>
+          bool kWordPairs = false, bool kAffinePairs = false, bool kSharedAffine = false,
+          bool kStageNext = false>
 __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile_min_blocks<P, S>())
     cached_kernel(const __grid_constant__ Plan p) {
   cuda::wait_prior_grid();  // a dependent launch: nothing global is touched before this
@@ -125,7 +129,8 @@ __global__ void __launch_bounds__(P::threads, kBlocks > 0 ? kBlocks : rows::tile
   // kShared (rows::tile_prefetches_shared: f32 rows of 32 elements a thread and the layer norm's
   // 16-bit rows of 40 or 48, without a residual): the next row is staged in shared memory while
   // this one is worked on.
-  constexpr bool kShared = rows::tile_prefetches_shared<P, S>() && !kResidual && kStage;
+  constexpr bool kShared =
+      (rows::tile_prefetches_shared<P, S>() || kStageNext) && !kResidual && kStage;
   using Slot = rows::Pack<S, P::vec>;
   const auto stage = [&](int64_t first) {
     const int64_t row = first + slot;

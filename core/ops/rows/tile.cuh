@@ -125,7 +125,8 @@ inline bool tile_stages_rows(int32_t device) { return tile_issue_lean(device); }
 // Dynamic shared memory of a register-cached kernel that stages kRows rows ahead.
 template <class P, class S, int kRows = tile_staged_rows<P, S>()>
 constexpr size_t tile_shared_bytes() {
-  static_assert(kRows == 0 || tile_can_stage<P, S>(), "rows of 16-byte vectors over a block");
+  static_assert(kRows == 0 || (P::vec * sizeof(S) == 16 && P::group == P::threads),
+                "rows of 16-byte vectors over a block");
   return size_t{16} * P::chunks * P::threads * kRows;
 }
 
