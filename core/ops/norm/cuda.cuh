@@ -204,12 +204,14 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
   // / 18642 / 16384 rows), layer norm 92.4 / 96.1 / 95.6 -> 80.5 / 82.9 / 88.1, RMS norm 95.7 /
   // 96.2 / 95.7 -> 83.2 / 85.2 / 90.4; so those keep the one-pass grid.
   if constexpr (std::is_same_v<S, float> && V == 4) {
+    constexpr int kBlocks = 8;  // an SM, as compiled (__launch_bounds__) and as the gate counts
     const int64_t n = p.walk.row_length;
     if (!p.residual.data && n > 1536 && n <= 2048 &&
-        p.walk.rows <= int64_t{2} * 8 * cuda::sm_count(device)) {
+        p.walk.rows <= int64_t{2} * kBlocks * cuda::sm_count(device)) {
       using P = rows::TilePolicy<128, 4, V, 128>;
-      rows::launch_tile_kernel<P, S, cached_kernel<P, S, false, true, 8, false, false, false, true>,
-                               1>(p, p.walk.rows, device, stream);
+      rows::launch_tile_kernel<
+          P, S, cached_kernel<P, S, false, true, kBlocks, false, false, false, true>, 1>(
+          p, p.walk.rows, device, stream);
       return true;
     }
   }

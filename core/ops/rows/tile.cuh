@@ -63,7 +63,8 @@ constexpr bool tile_prefetches() {
 // 80-112 bytes a thread with it (sm_90, nvcc 13), and keep loading in place. A family may stage
 // other policies whose rows tile_can_stage (the softmax's 16-bit rows of 8193..16384). 16-bit
 // policies of five or more vectors a thread stage (the layer norm's rows of 40 or 48 elements a
-// thread, norm/cuda.cuh's launch_cached).
+// thread, norm/cuda.cuh's launch_cached), and so do the norms' f32 rows of 1537..2048 at 16
+// elements a thread over short grids (cached_kernel's kStageNext, norm/cuda.cuh).
 template <class P, class S>
 constexpr bool tile_can_stage() {
   return P::vec * sizeof(S) == 16 && P::items > 16 && P::group == P::threads;
