@@ -21,6 +21,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 #include "core/ops/async_copy.cuh"
 #include "core/ops/batch_norm/cuda_common.cuh"
@@ -417,6 +420,75 @@ int prepare_staged_training(int32_t device) {
   });
 }
 
+// Buffers a block of the staged kernel takes for a slice of `part` vectors: two (the next
+// channel staged while this one is computed) for 4- and 8-byte types where both fit in
+// large_slice_bytes, else one (StagedTrainingPolicy).
+template <class S>
+int staged_buffers(int64_t part) {
+  return sizeof(S) >= 4 && part * 16 * 2 <= StagedTrainingPolicy::large_slice_bytes ? 2 : 1;
+}
+
+// The split that launch_staged_training takes where the SMs are not rows::tile_issue_lean (the
+// H100), in place of `rule`'s: the resident clusters walk the channels in rounds, so a launch
+// takes about rounds x slice, rounds = channels / clusters resident at once, rounded up. Of the
+// splits from the fewest large slices up to max_split, the one with the least rounds x slice,
+// where it promises at least a fifth less than the rule's and the rule's launch takes more than
+// one round; clusters come from the occupancy query at each split's shared memory (and
+// buffers). Asked once per device and shape.
+// H100 (2026-12-06 04:37Z-04:44Z, kf-bench, one library choosing by an environment variable,
+// same call, two passes each), NCHW training + ReLU, 256 channels of 131712 elements (32928
+// vectors), % of copy: f32, the rule's 15 blocks of 2196 vectors in two buffers (21 clusters
+// resident, 13 rounds) 79.2 / 79.5 -> 12 of 2744 in one (44 clusters, 6 rounds, 42 % less by
+// this count) 83.1 / 83.1; f16 and bf16 keep the rule's 15 in one buffer (37 clusters, 7
+// rounds, the least by this count), 77.9-78.5. A split promising 6 % less (f32 16 of 2058 in two
+// buffers, 21 clusters, 13 rounds) read 78.4 / 78.6: small promises are not kept, hence the
+// margin. Not measured on an H200, which keeps the rule (large slices first).
+template <class S>
+int64_t split_by_rounds(const Plan& p, int64_t vectors, int64_t rule, int max_split,
+                        int32_t device) {
+  using Policy = StagedTrainingPolicy;
+  static std::mutex mutex;
+  static std::map<std::tuple<int32_t, int64_t, int64_t>, int64_t> chosen;
+  const auto key = std::make_tuple(device, p.channels, vectors);
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto it = chosen.find(key);
+  if (it != chosen.end()) return it->second;
+  // The rounds for `split`, or 0 where its slice does not fit or the runtime cannot tell.
+  const auto rounds_of = [&](int64_t split) -> int64_t {
+    const int64_t part = (vectors + split - 1) / split;
+    const int64_t bytes = part * 16 * staged_buffers<S>(part);
+    if (bytes > Policy::large_slice_bytes || p.channels * split > 0x7fffffff) return 0;
+    const int64_t clusters =
+        rows::resident_blocks(train_staged_kernel<S>, Policy::threads, static_cast<size_t>(bytes),
+                              static_cast<int>(split), device) /
+        split;
+    return clusters > 0 ? (p.channels + clusters - 1) / clusters : 0;
+  };
+  const auto cost_of = [&](int64_t split) {
+    return rounds_of(split) * ((vectors + split - 1) / split);
+  };
+  // Only where the rule's clusters walk the channels in more than one round (what was measured);
+  // a launch of one round keeps the rule.
+  const int64_t rule_rounds = rule >= 2 ? rounds_of(rule) : 0;
+  const int64_t rule_cost = rule_rounds * ((vectors + rule - 1) / rule);
+  int64_t best = rule;
+  if (rule_rounds > 1) {
+    int64_t best_cost = rule_cost * 4 / 5;  // what a candidate must beat
+    constexpr int64_t kLarge = Policy::large_slice_bytes / 16;
+    for (int64_t split = std::max<int64_t>((vectors + kLarge - 1) / kLarge, 2); split <= max_split;
+         ++split) {
+      const int64_t cost = split == rule ? 0 : cost_of(split);
+      if (cost > 0 && cost < best_cost) {
+        best = split;
+        best_cost = cost;
+      }
+    }
+  }
+  if (chosen.size() >= 256) chosen.clear();  // shapes seen: a bounded table
+  chosen.emplace(key, best);
+  return best;
+}
+
 // The staged kernel where it applies: channels-first data whose channel runs fill whole 16-byte
 // vectors (x and out 16-byte aligned), a channel no larger than max_split slices (one slice
 // without clusters). False otherwise: the caller reads x twice instead.
@@ -442,6 +514,8 @@ bool launch_staged_training(const Plan& p, int32_t device, cudaStream_t stream) 
     if (split <= max_split) break;
   }
   if (split > max_split || p.channels * split > 0x7fffffff) return false;
+  if (max_split > 1 && !rows::tile_issue_lean(device))
+    split = split_by_rounds<S>(p, vectors, split, max_split, device);
   StagedArgs a;
   a.split = static_cast<int>(split);
   a.vectors = static_cast<uint32_t>(vectors);
@@ -450,7 +524,7 @@ bool launch_staged_training(const Plan& p, int32_t device, cudaStream_t stream) 
   a.run_vectors = FastDivmod(static_cast<uint32_t>(run / kWidth));
   a.x_run_stride = w.inner_ndim == 2 ? p.x_c.inner[0] : 0;
   a.out_run_stride = w.inner_ndim == 2 ? p.out_c.inner[0] : 0;
-  a.buffers = sizeof(S) >= 4 && a.part * 16 * 2 <= Policy::large_slice_bytes ? 2 : 1;
+  a.buffers = staged_buffers<S>(a.part);
   const size_t smem = static_cast<size_t>(a.part) * 16 * a.buffers;
   int64_t grid = p.channels * split;  // resident blocks walk the channels
   const int64_t resident =

@@ -263,6 +263,23 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
       return true;
     }
   }
+  // The layer norm's bf16 rows of 33..64 without a residual where the SMs are not
+  // rows::tile_issue_lean: with_tile_policy's four lanes a row at 16 elements a lane, in the
+  // build that widens in word pairs (LayerPairs), which such SMs take for every policy it fits.
+  // H100 A/B (2026-12-06 04:37Z-04:44Z, kf-bench, one library choosing the build by an
+  // environment variable, same call, two passes each), 1048576 rows of 64, % of copy: element
+  // by element 84.9 / 85.1 -> pairs 86.8 / 86.8; two lanes at 32 elements lost (81.4 / 81.4,
+  // f16 87.5 / 87.4 -> 84.5 / 84.5). f16 has no pairs build.
+  if constexpr (std::is_same_v<S, math::bfloat16_t> && V == 8) {
+    const int64_t n = p.walk.row_length;
+    if (p.kind == Kind::layer && !p.residual.data && n > 32 && n <= 64 &&
+        !rows::tile_issue_lean(device)) {
+      using P = rows::TilePolicy<4, 2, V, 256>;
+      static_assert(layer_takes_pairs<P, S>());
+      rows::launch_common_tile_kernel<P, S, LayerPairs<P, S>>(p, p.walk.rows, device, stream);
+      return true;
+    }
+  }
   // The RMS norm's 16-bit rows of 5121..6144 of 16-byte vectors in the wide form: a block of 384
   // threads at 16 elements a thread, compiled for three blocks an SM (56 registers; the bf16
   // kernel keeps 16 bytes of stack), instead of with_tile_policy's 256 at 24 (two blocks an SM:

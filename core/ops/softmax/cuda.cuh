@@ -120,11 +120,20 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
       // elements a thread are compiled for the blocks an SM that 72 registers a thread allow
       // (128-thread blocks: 7, 256: 3), where they would take 84-88 and lose a third of their
       // warps (no spills either way; narrower vectors would spill under that bound).
-      constexpr int kMaskedBlocks = sizeof(S) == 2 && P::vec * sizeof(S) == 16 &&
-                                            rows::tile_prefetches<P, S>() && P::items <= 16 &&
-                                            P::threads <= 256
-                                        ? 64 * 1024 / (72 * P::threads)
-                                        : 0;
+      // So are the f32 rows of 1537..2048 of 16-byte vectors (128 threads at 16 elements a
+      // thread, seven blocks): ptxas sm_90, 77 registers -> 72, no spills (64 for eight blocks,
+      // with 32 / 48 bytes of spill stores / loads). H100 A/B (2026-12-06 04:37Z-04:44Z, kf-bench,
+      // one library choosing the bound by an environment variable, same call, two passes each), f32
+      // 11 x 2048 x 2048 with a mask and causal, % of copy: unbounded 86.6 / 86.4, seven blocks
+      // 88.8 / 88.7, eight 81.2 / 81.1. Not measured on an H200.
+      constexpr bool kF32Rows2048 = std::is_same_v<S, float> && P::vec == 4 && P::threads == 128 &&
+                                    P::items == 16 && P::group == 128;
+      constexpr int kMaskedBlocks =
+          (sizeof(S) == 2 && P::vec * sizeof(S) == 16 && rows::tile_prefetches<P, S>() &&
+           P::items <= 16 && P::threads <= 256) ||
+                  kF32Rows2048
+              ? 64 * 1024 / (72 * P::threads)
+              : 0;
       rows::launch_tile_kernel<P, S, cached_kernel<P, S, true, true, kMaskedBlocks>>(
           p, p.walk.rows, device, stream, false);
     } else {
