@@ -21,9 +21,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
-#include <map>
-#include <mutex>
-#include <tuple>
 
 #include "core/ops/async_copy.cuh"
 #include "core/ops/batch_norm/cuda_common.cuh"
@@ -443,16 +440,24 @@ int staged_buffers(int64_t part) {
 // rounds, the least by this count), 77.9-78.5. A split promising 6 % less (f32 16 of 2058 in two
 // buffers, 21 clusters, 13 rounds) read 78.4 / 78.6: small promises are not kept, hence the
 // margin. Not measured on an H200, which keeps the rule (large slices first).
+// The answer depends on the device and shape only, so each thread keeps its last few (as
+// rows::resident_blocks does) rather than ask the runtime at every launch.
 template <class S>
 int64_t split_by_rounds(const Plan& p, int64_t vectors, int64_t rule, int max_split,
                         int32_t device) {
   using Policy = StagedTrainingPolicy;
-  static std::mutex mutex;
-  static std::map<std::tuple<int32_t, int64_t, int64_t>, int64_t> chosen;
-  const auto key = std::make_tuple(device, p.channels, vectors);
-  std::lock_guard<std::mutex> lock(mutex);
-  const auto it = chosen.find(key);
-  if (it != chosen.end()) return it->second;
+  struct Answer {
+    int32_t device;
+    int64_t channels;
+    int64_t vectors;
+    int64_t split;  // 0: an empty entry
+  };
+  constexpr unsigned kKept = 8;
+  thread_local Answer kept[kKept] = {};
+  thread_local unsigned next = 0;
+  for (const Answer& a : kept)
+    if (a.split > 0 && a.device == device && a.channels == p.channels && a.vectors == vectors)
+      return a.split;
   // The rounds for `split`, or 0 where its slice does not fit or the runtime cannot tell.
   const auto rounds_of = [&](int64_t split) -> int64_t {
     const int64_t part = (vectors + split - 1) / split;
@@ -484,8 +489,7 @@ int64_t split_by_rounds(const Plan& p, int64_t vectors, int64_t rule, int max_sp
       }
     }
   }
-  if (chosen.size() >= 256) chosen.clear();  // shapes seen: a bounded table
-  chosen.emplace(key, best);
+  kept[next++ % kKept] = Answer{device, p.channels, vectors, best};
   return best;
 }
 

@@ -92,15 +92,15 @@ struct CommonCached {
 // instructions), compiled for half as many resident blocks again (without that bound the pairs
 // took 90 registers where the other build takes 80, a block fewer per SM). launch_cached takes it
 // where the SMs are rows::tile_issue_lean, for the policies of 16 elements a thread of up to 256
-// threads (rows of up to 512 and of 1025..2048). kf-bench on an H200 (2026-11-27 21:52Z, same
-// call, three passes), % of copy, element by element -> this build: layer norm bf16 rows of 64 /
-// 128 / 256 / 512 / 2048 76.2 / 75.5 / 75.5 / 74.7 / 68.6 -> 86.8 / 86.0 / 86.1 / 85.4 / 81.5,
-// the 2048x2048 seed 35.9 -> 38.6; rows of 1024 and 4096 (other policies) and every RMS norm row
-// within 0.4. Not the RMS norm (an earlier build of this kind for both norms, 21:30Z: RMS norm
-// rows of 64 87.2 -> 83.2), nor the other policies, where widening in pairs lost on both cards
-// (see rows::pairs_widen).
-// (Of bf16's 16-element policies, a 256-thread block a row is never picked on such SMs: rows of
-// up to 2048 take 128 threads, longer ones the wide form; so no build of it.)
+// threads (rows of up to 512 and of 1025..2048); on other SMs, for bf16 rows of 33..64 (see
+// there). kf-bench on an H200 (2026-11-27 21:52Z, same call, three passes), % of copy, element by
+// element -> this build: layer norm bf16 rows of 64 / 128 / 256 / 512 / 2048 76.2 / 75.5 / 75.5
+// / 74.7 / 68.6 -> 86.8 / 86.0 / 86.1 / 85.4 / 81.5, the 2048x2048 seed 35.9 -> 38.6; rows of 1024
+// and 4096 (other policies) and every RMS norm row within 0.4. Not the RMS norm (an earlier build
+// of this kind for both norms, 21:30Z: RMS norm rows of 64 87.2 -> 83.2), nor the other policies,
+// where widening in pairs lost on both cards (see rows::pairs_widen). (Of bf16's 16-element
+// policies, a 256-thread block a row is never picked on such SMs: rows of up to 2048 take 128
+// threads, longer ones the wide form; so no build of it.)
 template <class P, class S>
 constexpr bool layer_takes_pairs() {
   return rows::pairs_widen<P, S>() && P::items <= 16 && P::group < 256 && P::threads <= 256;
@@ -263,23 +263,6 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
       return true;
     }
   }
-  // The layer norm's bf16 rows of 33..64 without a residual where the SMs are not
-  // rows::tile_issue_lean: with_tile_policy's four lanes a row at 16 elements a lane, in the
-  // build that widens in word pairs (LayerPairs), which such SMs take for every policy it fits.
-  // H100 A/B (2026-12-06 04:37Z-04:44Z, kf-bench, one library choosing the build by an
-  // environment variable, same call, two passes each), 1048576 rows of 64, % of copy: element
-  // by element 84.9 / 85.1 -> pairs 86.8 / 86.8; two lanes at 32 elements lost (81.4 / 81.4,
-  // f16 87.5 / 87.4 -> 84.5 / 84.5). f16 has no pairs build.
-  if constexpr (std::is_same_v<S, math::bfloat16_t> && V == 8) {
-    const int64_t n = p.walk.row_length;
-    if (p.kind == Kind::layer && !p.residual.data && n > 32 && n <= 64 &&
-        !rows::tile_issue_lean(device)) {
-      using P = rows::TilePolicy<4, 2, V, 256>;
-      static_assert(layer_takes_pairs<P, S>());
-      rows::launch_common_tile_kernel<P, S, LayerPairs<P, S>>(p, p.walk.rows, device, stream);
-      return true;
-    }
-  }
   // The RMS norm's 16-bit rows of 5121..6144 of 16-byte vectors in the wide form: a block of 384
   // threads at 16 elements a thread, compiled for three blocks an SM (56 registers; the bf16
   // kernel keeps 16 bytes of stack), instead of with_tile_policy's 256 at 24 (two blocks an SM:
@@ -409,8 +392,15 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
           return;
         }
       }
+      // Where the SMs are not rows::tile_issue_lean, only the bf16 rows of 33..64 (four lanes a
+      // row at 16 elements a lane) take this build. H100 A/B (2026-12-06 04:37Z-04:44Z,
+      // kf-bench, one library choosing the build by an environment variable, same call, two
+      // passes each), layer norm + ReLU, 1048576 rows of 64, % of copy: element by element 84.9 /
+      // 85.1 -> pairs 86.8 / 86.8; two lanes at 32 elements lost (81.4 / 81.4, f16 87.5 / 87.4 ->
+      // 84.5 / 84.5). f16 has no pairs build.
       if constexpr (layer_takes_pairs<P, S>()) {
-        if (p.kind == Kind::layer && rows::tile_issue_lean(device)) {
+        constexpr bool kRows64 = std::is_same_v<P, rows::TilePolicy<4, 2, 8, 256>>;
+        if (p.kind == Kind::layer && (kRows64 || rows::tile_issue_lean(device))) {
           rows::launch_common_tile_kernel<P, S, LayerPairs<P, S>>(p, p.walk.rows, device, stream,
                                                                   cached_max_blocks<P, S>());
           return;
