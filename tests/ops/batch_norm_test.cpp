@@ -275,20 +275,26 @@ TEST_P(BatchNormTest, VectorLayouts) {
   }
 }
 
-// More channels than a GPU holds staging clusters at once (800 channels of 19200 elements: f32
-// takes clusters of 3 blocks (2 of larger slices on an H200), 16-bit ones of 2, at most a few
+// More channels than a GPU holds staging clusters at once (800 channels of 19200 elements: by the
+// rule f32 takes clusters of 3 blocks (2 of larger slices on an H200), 16-bit ones of 2, a few
 // hundred of them resident on an H100 or H200): on CUDA the clusters stay resident and walk the
 // channels, each block restaging its slice of the next channel as it finishes the current one,
-// alternating its cluster exchange slots. CUDA only: the CPU backend has no such loop, and the
-// tensor is large.
+// alternating its cluster exchange slots. Then 128 channels of 160000 elements: every staged
+// type's rule is 9 blocks a channel (f32 in 72 KiB slices, f16 and bf16 in 36 KiB ones), an odd
+// split past 8, which launch_staged_training replaces by an even one where the SMs are not
+// rows::tile_issue_lean (the H100; split_by_rounds: there are more channels than clusters of 9
+// resident at once, at most 88 for 16-bit data); other devices keep their rule. CUDA only: the CPU
+// backend has no such loop, and the tensors are large.
 TEST_P(BatchNormTest, ChannelsPerResidentCluster) {
   if (kf_test::device_under_test() != KF_DEVICE_CUDA)
     GTEST_SKIP() << "the resident-cluster loop is of the CUDA backend";
   Case c;
-  c.shape = {2, 800, 96, 100};
   c.training = true;
   c.act = KF_ACTIVATION_RELU;
+  c.shape = {2, 800, 96, 100};
   check(c, 3100);
+  c.shape = {16, 128, 100, 100};
+  check(c, 3200);
 }
 
 // Training where every other channel's first element lies far from the rest (250 over values in
