@@ -19,7 +19,9 @@
 # steps after the build, for a proof in two calls where one call is too short; the summary then
 # says "partial". On an H200 (2026-12-02 08:00Z), on one warm machine: KF_GPU_STEPS=bench,ctest
 # 356 s (build 102, kf-bench 146, ctest alone 108), then KF_GPU_STEPS=sanitizer 377 s (47 runs,
-# 5014 process-seconds, 16 at once).
+# 5014 process-seconds, 16 at once). On an H100 (2026-12-06 07:29Z), on one warm machine:
+# KF_GPU_STEPS=bench,ctest 288 s, then KF_GPU_STEPS=sanitizer with KF_GPU_SAN_PART=0/2 229 s and
+# 1/2 233 s (64 runs in all; the whole step had taken 562 s there at 05:55Z).
 # KF_GPU_SAN_PART=I/N runs only the sanitizer runs whose place in the list is I modulo N, for a
 # sanitizer step split over N calls. A warm machine keeps build/gpu between calls, so a later
 # call's build is only a check.
