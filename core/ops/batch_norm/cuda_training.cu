@@ -313,7 +313,7 @@ __global__ void __launch_bounds__(StagedTrainingPolicy::threads)
   constexpr int kWidth = 16 / static_cast<int>(sizeof(S));
   constexpr int kThreads = StagedTrainingPolicy::threads;
   using Vec = rows::Pack<S, kWidth>;
-  extern __shared__ uint4 staged[];
+  extern __shared__ __align__(async_copy::kSharedAlign) uint4 staged[];
   __shared__ rows::Sums<T> scratch[32];
   __shared__ rows::ClusterMailbox mailbox;  // the channel's sums, when split over a cluster
   rows::ClusterReducer cluster(mailbox, a.split > 1);

@@ -145,7 +145,7 @@ __global__ void __launch_bounds__(GridPolicy::threads, kResidual ? 1 : 2)
   constexpr int kWords = kLayer ? 3 : 1;  // words a block a row: Moments, or a sum of squares
   using Vec = rows::Pack<S, V>;
   static_assert(sizeof(Vec) == sizeof(uint4), "a vector is 16 bytes");
-  extern __shared__ __align__(16) unsigned char grid_bytes[];
+  extern __shared__ __align__(async_copy::kSharedAlign) unsigned char grid_bytes[];
   __shared__ T warp_sums[2][kWords][kWarps];
   __shared__ T row_stats[2][3];  // rstd; the layer norm's shift and center * rstd
   const int group = static_cast<int>(blockIdx.x) / q.blocks;

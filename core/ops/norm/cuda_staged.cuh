@@ -101,7 +101,7 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
   using Traits = math::StorageTraits<S>;
   constexpr int V = 16 / sizeof(S);
   using Vec = rows::Pack<S, V>;
-  extern __shared__ __align__(16) unsigned char staged_bytes[];
+  extern __shared__ __align__(async_copy::kSharedAlign) unsigned char staged_bytes[];
   using Prim = typename math::PrimitivesFor<S>::type;
   __shared__ T scratch[32];
   __shared__ Sums<T> pair_scratch[32];

@@ -350,7 +350,7 @@ __device__ __forceinline__ void tile_fetch_clamped(const S* row, int n, int lane
 // stages ahead: tile_staged_rows, or its family's depth).
 template <class P, class S>
 __device__ __forceinline__ Pack<S, P::vec>* tile_slots(int staged = 0) {
-  extern __shared__ __align__(16) unsigned char kf_tile_slots[];
+  extern __shared__ __align__(async_copy::kSharedAlign) unsigned char kf_tile_slots[];
   return reinterpret_cast<Pack<S, P::vec>*>(kf_tile_slots) + staged * (P::chunks * P::threads);
 }
 

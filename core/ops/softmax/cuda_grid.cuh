@@ -81,7 +81,7 @@ __global__ void __launch_bounds__(GridPolicy::threads, 2)
   constexpr int kWarps = G::threads / 32;
   using Vec = rows::Pack<S, V>;
   static_assert(sizeof(Vec) == sizeof(uint4), "a vector is 16 bytes");
-  extern __shared__ __align__(16) unsigned char grid_bytes[];
+  extern __shared__ __align__(async_copy::kSharedAlign) unsigned char grid_bytes[];
   __shared__ T warp_max[2][kWarps], warp_sum[2][kWarps];
   __shared__ T row_max[2], row_factor[2];  // the maximum; 1 / sum (log-softmax: RowExp::log_factor)
   const int group = static_cast<int>(blockIdx.x) / q.blocks;

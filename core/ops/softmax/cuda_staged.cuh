@@ -81,7 +81,7 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
   namespace st = math::stats;
   constexpr int V = 16 / sizeof(S);
   using Vec = rows::Pack<S, V>;
-  extern __shared__ __align__(16) unsigned char staged_bytes[];
+  extern __shared__ __align__(async_copy::kSharedAlign) unsigned char staged_bytes[];
   __shared__ T scratch[32];
   __shared__ rows::ClusterMailbox mailbox;  // the clustered form's maximum and sum of exp
   const rows::Walk& w = p.walk;
