@@ -14,8 +14,9 @@ namespace kf::async_copy {
 // 8,429,568 L2 read sectors from the SMs for x's 4,214,784, and 4,222,661 with the array aligned
 // to 128. kf-bench, H100 (2026-12-06, 07:31Z before, 08:46Z after, two machines), % of copy f32 /
 // f16 / bf16: batch-norm training 82.2 / 80.1 / 79.3 -> 88.0 / 87.2 / 86.9, the layer norm's rows
-// of 262144 84.1 / 82.4 / 82.4 -> 87.5 / 85.0 / 85.3. The static block is already rounded to 128
-// bytes, so the alignment costs no shared memory (docs/performance.md, "Session of 08:27Z").
+// of 262144 84.1 / 82.4 / 82.4 -> 87.5 / 85.0 / 85.3. That kernel's static block was already
+// counted as 896 bytes, so the alignment cost it no shared memory and no block an SM
+// (docs/performance.md, "Session of 08:27Z").
 constexpr int kSharedAlign = 128;
 
 // Copies 16 bytes from global `from` to shared `to` (both 16-byte aligned), asynchronously
