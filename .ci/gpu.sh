@@ -23,7 +23,9 @@
 # KF_GPU_STEPS=bench,ctest 288 s, then KF_GPU_STEPS=sanitizer with KF_GPU_SAN_PART=0/2 229 s and
 # 1/2 233 s (64 runs in all; the whole step had taken 562 s there at 05:55Z).
 # KF_GPU_SAN_PART=I/N runs only the sanitizer runs whose place in the list is I modulo N, for a
-# sanitizer step split over N calls. A warm machine keeps build/gpu between calls, so a later
+# sanitizer step split over N calls. KF_GPU_SAN_ONLY=REGEX runs only those whose binary's path
+# matches REGEX (bash =~), for a change confined to the code those binaries test (e.g. softmax);
+# the summary then says "partial" and names it. A warm machine keeps build/gpu between calls, so a later
 # call's build is only a check.
 set -uo pipefail  # no -e: each step's status is recorded and the next step still runs
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -49,6 +51,8 @@ if [[ ! $SAN_PART =~ ^([0-9]+)/([1-9][0-9]*)$ ]] || ((BASH_REMATCH[1] >= BASH_RE
 fi
 SAN_I=${BASH_REMATCH[1]} SAN_N=${BASH_REMATCH[2]}
 ((SAN_N > 1)) && PARTIAL="partial proof: KF_GPU_STEPS=$WANTED, KF_GPU_SAN_PART=$SAN_PART"
+SAN_ONLY=${KF_GPU_SAN_ONLY:-}
+[[ -n $SAN_ONLY ]] && PARTIAL="partial proof: KF_GPU_STEPS=$WANTED, KF_GPU_SAN_PART=$SAN_PART, KF_GPU_SAN_ONLY=$SAN_ONLY"
 mkdir -p "$OUT"
 # Nothing of an earlier run may pass for this one's: the logs, the test counts and the sanitizer
 # results are cleared first, and the summary says "incomplete" until the last step rewrites it.
@@ -111,6 +115,11 @@ fi
 SANITIZER=$(command -v compute-sanitizer || true)
 SAN_JOBS=${SAN_JOBS:-$(want ctest && echo 10 || echo "$JOBS")}
 SAN_DIR=$BUILD/sanitizer
+selected() {  # selected I: whether this call runs san_runs[I] (KF_GPU_SAN_PART, KF_GPU_SAN_ONLY)
+  local shard tool bin
+  read -r shard tool bin _ <<<"${san_runs[$1]}"
+  ((${1} % SAN_N == SAN_I)) && [[ -z $SAN_ONLY || $bin =~ $SAN_ONLY ]]
+}
 : >"$OUT/sanitizer.log"
 san_runs=()
 san_pid=
@@ -151,7 +160,7 @@ if want sanitizer && [[ -n $SANITIZER ]] && ((build_rc == 0)); then
   # *Huge* (tens of GB of device memory, e.g. Dropout.HugeTensorIndexedIn64Bits) run in ctest
   # only: under the sanitizer they would take the step's time and, ten at once, the memory.
   for i in "${!san_runs[@]}"; do
-    ((i % SAN_N == SAN_I)) && printf '%s %s\n' "$i" "${san_runs[$i]}"
+    selected "$i" && printf '%s %s\n' "$i" "${san_runs[$i]}"
   done |
     GTEST_FILTER='-*Huge*' SANITIZER=$SANITIZER SAN_DIR=$SAN_DIR OUT=$OUT xargs -P "$SAN_JOBS" -L 1 bash -c '
       i=$1 shard=$2 tool=$3 bin=$4; shift 4
@@ -217,7 +226,7 @@ else
   sanitizer_rc=0
   san_count=0
   for i in "${!san_runs[@]}"; do
-    ((i % SAN_N == SAN_I)) || continue
+    selected "$i" || continue
     san_count=$((san_count + 1))
     read -r shard tool bin args <<<"${san_runs[$i]}"
     what="${bin#"$BUILD"/}${args:+ $args}"

@@ -41,7 +41,8 @@ struct GridPolicy {
   static constexpr int ahead = 2;    // rows staged ahead of the one being reduced
   static constexpr int slots = 3;    // ahead + the row being written
   // Two shares. The norms take rows from here where their cached kernel does not hold them
-  // (norm/cuda_staged.cuh, launch_staged), the softmax only rows its clusters do not hold.
+  // (norm/cuda_staged.cuh, launch_staged), the softmax rows its clusters do not hold and, on
+  // the H100, some that they do (softmax/cuda_staged.cuh, grid_before_clusters).
   static constexpr int64_t min_row_bytes = 64 * 1024;
   static constexpr int64_t share_bytes = int64_t{vectors} * threads * 16;  // a block's, a row
   static constexpr size_t smem = size_t{slots} * vectors * threads * 16;   // 96 KiB

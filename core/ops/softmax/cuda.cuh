@@ -3,7 +3,9 @@
 //    elements): staged rows (core/ops/rows/staged.cuh), a slice of a row per block, or past
 //    64 KiB a thread-block cluster per row (sm_90), each block holding a slice of x in shared
 //    memory and the row's maximum and sum of exp combined through distributed shared memory, so
-//    x is read from DRAM once;
+//    x is read from DRAM once; rows without a mask longer than the clusters hold, and on the
+//    H100 some that they hold (cuda_staged.cuh, grid_before_clusters), over a group of blocks of
+//    a cooperative grid (cuda_grid.cuh), which exchange their partials through global memory;
 //  - rows of up to 1024 elements: a few lanes or a warp per row, several rows per block;
 //  - rows of up to 16K elements (8K for f64): a block per row;
 //    both hold the row's logits in registers (core/ops/rows/tile.cuh), so x (and the mask) are

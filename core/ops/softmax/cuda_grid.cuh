@@ -51,6 +51,10 @@ namespace {
 // 70.6 / 67.6, bf16 61.5-61.6 / 61.1 / 57.6-58.1 -> 71.8 / 70.7 / 67.7; still under the
 // clusters there (f32 77.3 / 74.0-77.2 / 72.8-73.3), so they keep those rows. The rows it takes,
 // f32 rows of 524288: 54.0-54.2 -> 57.2.
+// Both of those runs had the dynamic array (after 272 static bytes) 16 bytes past a 32-byte
+// boundary, which read every L2 sector of x twice in batch-norm training (async_copy::
+// kSharedAlign); aligned since 70e6081, on the H100 the kernel beats the clusters at some of the
+// rows they hold, and takes them (cuda_staged.cuh, grid_before_clusters).
 using rows::GridPolicy;
 
 // (m, s) <- the pair of (m, s) and (om, os), each a maximum and a sum of exp about it: the larger

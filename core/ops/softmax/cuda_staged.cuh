@@ -302,6 +302,35 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
   if constexpr (kClustered) cluster.done();
 }
 
+// Whether the grid-group kernel (cuda_grid.cuh) takes dense rows without a mask or the causal rule
+// before the clusters: 16-bit rows of 128 KiB to 1 MiB and f32 rows of 256 to 512 KiB, on
+// devices that are not rows::tile_issue_lean (the H100), where it was measured faster. It had
+// lost to the clusters at every length they hold (H200, 2026-11-30 and 2026-12-04, see
+// grid_softmax_kernel), but then its 272 static bytes put its dynamic array 16 bytes past a
+// 32-byte boundary, as batch-norm training's did (async_copy::kSharedAlign), until 70e6081.
+// H100 A/B (2026-12-06 10:32Z, kf-bench `--suite ops --filter softmax,log_softmax --lengths
+// 65536,131072,262144,524288 --no-check`, one library choosing by an environment variable, same
+// call, two passes), % of copy, softmax, clusters -> grid: f32 rows of 65536 / 131072 / 262144
+// 84.2-84.5 / 83.7-84.0 / 85.5-85.7 -> 86.8-87.0 / 86.1-86.6 / 84.5-85.0; f16 rows of 65536 /
+// 131072 / 262144 / 524288 82.6-82.7 / 83.4-83.5 / 82.7 / 84.4-84.5 -> 84.7-85.7 / 86.0-86.3 /
+// 86.2-86.7 / 84.6-85.3; bf16 81.1-81.4 / 82.1-82.3 / 82.8-82.9 / 84.8-85.6 -> 86.2-86.7 /
+// 86.7-87.0 / 86.4-86.8 / 85.0-85.4. Log-softmax: f32 85.9 / 85.5-85.9 / 85.8-86.5 -> 87.2-87.5
+// / 86.6-87.0 / 84.8-85.6; f16 85.4-85.5 / 85.1 / 84.3-84.9 / 84.7-85.5 -> 86.1-86.2 / 86.5-86.9
+// / 86.8-87.5 / 85.1-86.1; bf16 83.7-83.8 / 83.6-83.7 / 82.7-83.2 / 84.4-84.6 -> 86.7-87.2 /
+// 87.5-87.6 / 87.2-87.3 / 85.7-86.5. The f32 rows of 262144 stay with the clusters. Rows
+// shorter than those measured (f32 rows of 32768, 16-bit rows of 32768) and the H200 were not
+// timed against it and keep the clusters.
+template <class S>
+bool grid_before_clusters(int64_t row_length, int32_t device) {
+  if (rows::tile_issue_lean(device)) return false;
+  constexpr int64_t kKiB = 1024;
+  const int64_t bytes = row_length * int64_t{sizeof(S)};
+  if constexpr (sizeof(S) == 2)
+    return bytes >= 128 * kKiB && bytes <= 1024 * kKiB;
+  else
+    return bytes >= 256 * kKiB && bytes <= 512 * kKiB;
+}
+
 // Runs the staged kernel when the rows fit it (16-bit and 32-bit types); false otherwise.
 template <class S>
 bool launch_staged(const Plan& p, int32_t device, cudaStream_t stream) {
@@ -321,14 +350,17 @@ bool launch_staged(const Plan& p, int32_t device, cudaStream_t stream) {
     if (p.mask.data || p.causal)
       return rows::stage_and_launch<staged_kernel<S, false, true>, staged_kernel<S, true, true>>(
           p, p.walk, sizeof(S), 1, device, stream, "softmax kernel launch");
+    if (grid_before_clusters<S>(p.walk.row_length, device) &&
+        launch_grid_rows<S>(p, device, stream))
+      return true;
     // 16-bit rows without a mask restage the next row inside the output pass where the SMs are
     // not rows::tile_issue_lean. H100 A/B (2026-11-27 17:00Z, kf-bench, same call, three
     // passes), rows of 262144, % of copy, after the pass -> in it: f16 82.6 / 80.3 / 82.5 ->
     // 84.0 / 81.3 / 83.5, bf16 82.1 / 79.6 / 81.5 -> 83.8 / 80.6 / 83.4 (the H200 keeps the
     // order it was measured with; the masked form was not timed).
     // Rows longer than the clusters hold (f32 rows of 524288, 16-bit rows of 1048576) take the
-    // grid-group kernel instead of the streaming one; the rows the clusters hold stay with them
-    // (see grid_softmax_kernel for why).
+    // grid-group kernel instead of the streaming one; of the rows the clusters hold, it takes
+    // those of grid_before_clusters (above).
     if constexpr (sizeof(S) == 2) {
       if (!rows::tile_issue_lean(device))
         return rows::stage_and_launch<staged_kernel<S, false, false>,
