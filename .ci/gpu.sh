@@ -25,8 +25,8 @@
 # KF_GPU_SAN_PART=I/N runs only the sanitizer runs whose place in the list is I modulo N, for a
 # sanitizer step split over N calls. KF_GPU_SAN_ONLY=REGEX runs only those whose binary's path
 # matches REGEX (bash =~), for a change confined to the code those binaries test (e.g. softmax);
-# the summary then says "partial" and names it. A warm machine keeps build/gpu between calls, so a later
-# call's build is only a check.
+# the summary then says "partial" and names it. A warm machine keeps build/gpu between calls, so
+# a later call's build is only a check.
 set -uo pipefail  # no -e: each step's status is recorded and the next step still runs
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
