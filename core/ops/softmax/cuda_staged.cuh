@@ -323,12 +323,11 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
 template <class S>
 bool grid_before_clusters(int64_t row_length, int32_t device) {
   if (rows::tile_issue_lean(device)) return false;
-  constexpr int64_t kKiB = 1024;
   const int64_t bytes = row_length * int64_t{sizeof(S)};
   if constexpr (sizeof(S) == 2)
-    return bytes >= 128 * kKiB && bytes <= 1024 * kKiB;
+    return bytes >= 128 * 1024 && bytes <= 1024 * 1024;
   else
-    return bytes >= 256 * kKiB && bytes <= 512 * kKiB;
+    return bytes >= 256 * 1024 && bytes <= 512 * 1024;
 }
 
 // Runs the staged kernel when the rows fit it (16-bit and 32-bit types); false otherwise.
