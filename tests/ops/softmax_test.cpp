@@ -663,10 +663,11 @@ TEST_P(SoftmaxTest, RowsPerResidentCluster) {
 // blocks, scales of either sign, softmax and log-softmax, rows of -inf (0 / -inf, not NaN), in
 // place. CUDA only, as RowsPerResidentCluster.
 // The grid-group kernel takes the rows longer than a cluster holds (2 MiB: f32 rows of 524288,
-// 16-bit rows of 1048576), and on the H100 16-bit rows of 65536..524288 and f32 rows of 65536
+// 16-bit rows of 1048576), and on the H100 16-bit rows of 32768..524288 and f32 rows of 65536
 // and 131072 (softmax/cuda_staged.cuh, grid_before_clusters); the f32 rows of 262144 check the
-// clusters' side of that line (the 16-bit ones: on the H200). Two tests, so that the GPU proof's
-// sanitizer shards (.ci/gpu.sh) can split them.
+// clusters' side of that line (the 16-bit ones: on the H200), as do the f32 rows of 32768 and
+// 49152 in GridGroupRows. Two tests, so that the GPU proof's sanitizer shards (.ci/gpu.sh) can
+// split them.
 TEST_P(SoftmaxTest, GridGroupRowsBelowTheLine) {
   if (kf_test::device_under_test() != KF_DEVICE_CUDA)
     GTEST_SKIP() << "the grid-group rows are a form of the CUDA backend";
@@ -682,11 +683,11 @@ TEST_P(SoftmaxTest, GridGroupRows) {
     check({3, length}, {}, false, 1.0, false, salt += 2);
     check({12, length}, {}, false, -0.75, false, salt += 2);
   }
-  // The shorter rows the H100 hands it (8 and 16 blocks a row in f32, 4 and 8 in 16-bit; the
-  // clusters elsewhere): more rows than an H100's grid holds groups of them (66 at most), and
-  // fewer.
-  for (int64_t length : {int64_t{65536}, int64_t{131072}}) {
-    check({70, length}, {}, false, 1.0, false, salt += 2);
+  // The shorter rows the H100 hands it (8 and 16 blocks a row in f32, 2, 3, 4 and 8 in 16-bit;
+  // the clusters elsewhere): more rows than an H100's grid holds groups of them (264 resident
+  // blocks: 132 groups of two, 88 of three, 66 of four), and fewer.
+  for (int64_t length : {int64_t{32768}, int64_t{49152}, int64_t{65536}, int64_t{131072}}) {
+    check({length < 65536 ? 140 : 70, length}, {}, false, 1.0, false, salt += 2);
     check({5, length}, {}, false, -0.75, false, salt += 2);
   }
   // A row of nothing but -inf between ordinary rows, and a row whose first 16384 values (the

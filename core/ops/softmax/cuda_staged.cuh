@@ -303,7 +303,7 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
 }
 
 // Whether the grid-group kernel (cuda_grid.cuh) takes dense rows without a mask or the causal rule
-// before the clusters: 16-bit rows of 128 KiB to 1 MiB and f32 rows of 256 to 512 KiB, on
+// before the clusters: 16-bit rows of 64 KiB to 1 MiB and f32 rows of 256 to 512 KiB, on
 // devices that are not rows::tile_issue_lean (the H100), where it was measured faster. It had
 // lost to the clusters at every length they hold (H200, 2026-11-30 and 2026-12-04, see
 // grid_softmax_kernel), but then its 272 static bytes put its dynamic array 16 bytes past a
@@ -317,15 +317,19 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
 // 86.7-87.0 / 86.4-86.8 / 85.0-85.4. Log-softmax: f32 85.9 / 85.5-85.9 / 85.8-86.5 -> 87.2-87.5
 // / 86.6-87.0 / 84.8-85.6; f16 85.4-85.5 / 85.1 / 84.3-84.9 / 84.7-85.5 -> 86.1-86.2 / 86.5-86.9
 // / 86.8-87.5 / 85.1-86.1; bf16 83.7-83.8 / 83.6-83.7 / 82.7-83.2 / 84.4-84.6 -> 86.7-87.2 /
-// 87.5-87.6 / 87.2-87.3 / 85.7-86.5. The f32 rows of 262144 stay with the clusters. Rows
-// shorter than those measured (f32 rows of 32768, 16-bit rows of 32768) and the H200 were not
-// timed against it and keep the clusters.
+// 87.5-87.6 / 87.2-87.3 / 85.7-86.5. The f32 rows of 262144 stay with the clusters.
+// Rows of 32768 (H100 A/B, 2026-12-06 12:21Z, the same form, `--lengths 32768,...`, two passes,
+// clusters -> grid): 16-bit rows (64 KiB, two shares) softmax f16 83.1-83.5 -> 85.8-85.9, bf16
+// 82.3-82.7 -> 85.9-86.0, log-softmax f16 86.5-86.9 -> 86.2-86.4, bf16 84.8-85.4 -> 86.6-86.7,
+// so they take it; f32 rows (128 KiB) softmax 85.1-85.3 -> 85.8-86.2, log-softmax 87.1-87.4 ->
+// 86.3-86.6, no clear winner, so they keep the clusters. The H200 was not timed against it and
+// keeps the clusters.
 template <class S>
 bool grid_before_clusters(int64_t row_length, int32_t device) {
   if (rows::tile_issue_lean(device)) return false;
   const int64_t bytes = row_length * int64_t{sizeof(S)};
   if constexpr (sizeof(S) == 2)
-    return bytes >= 128 * 1024 && bytes <= 1024 * 1024;
+    return bytes >= 64 * 1024 && bytes <= 1024 * 1024;
   else
     return bytes >= 256 * 1024 && bytes <= 512 * 1024;
 }
