@@ -521,6 +521,13 @@ bool launch_staged(const Plan& p, int32_t device, cudaStream_t stream) {
     // -> 81.8-82.0, with a residual 89.4-89.5 -> 82.8-83.0; f16 rows of 16384 84.7 / 88.0 /
     // 85.8-86.2 -> 74.9-75.0 / 80.8-81.1 / 81.7-82.0; and so did the f32 rows of 8192 staged
     // (32 KiB), 82.2-82.6 / 85.4 -> 75.9-76.4 / 81.6-81.9.
+    // That A/B ran the clusters with their dynamic array 16 bytes past a 32-byte boundary (912 to
+    // 1040 static bytes, before 70e6081). Again with it aligned (H100, 2026-12-06 12:21Z, one
+    // library skipping this call by an environment variable, rows of 32768..524288, same call,
+    // two passes), the grid-group kernel still led at every length but one: the f32 RMS norm's
+    // rows of 65536, 89.4-89.7 against the clusters' 90.7. The widest gaps, clusters -> grid:
+    // 16-bit layer norm rows of 262144 65.7-70.3 -> 84.8-85.6, RMS norm with a residual f32 rows
+    // of 262144 79.4-79.5 -> 93.0.
     if (launch_grid_rows<S>(p, device, stream)) return true;
     // The RMS norm's weight (without a residual) stays resident in the clustered kernel, for rows
     // past 64 KiB that fit 16 blocks of 64 KiB with it (x's slice and the weight's: twice the
