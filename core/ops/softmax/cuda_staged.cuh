@@ -318,12 +318,14 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
 // / 86.6-87.0 / 84.8-85.6; f16 85.4-85.5 / 85.1 / 84.3-84.9 / 84.7-85.5 -> 86.1-86.2 / 86.5-86.9
 // / 86.8-87.5 / 85.1-86.1; bf16 83.7-83.8 / 83.6-83.7 / 82.7-83.2 / 84.4-84.6 -> 86.7-87.2 /
 // 87.5-87.6 / 87.2-87.3 / 85.7-86.5. The f32 rows of 262144 stay with the clusters.
-// Rows of 32768 (H100 A/B, 2026-12-06 12:21Z, the same form, `--lengths 32768,...`, two passes,
+// Rows of 32768 (H100 A/B, 2026-12-06 12:21Z, measured as above with `--lengths 32768,...`,
 // clusters -> grid): 16-bit rows (64 KiB, two shares) softmax f16 83.1-83.5 -> 85.8-85.9, bf16
 // 82.3-82.7 -> 85.9-86.0, log-softmax f16 86.5-86.9 -> 86.2-86.4, bf16 84.8-85.4 -> 86.6-86.7,
 // so they take it; f32 rows (128 KiB) softmax 85.1-85.3 -> 85.8-86.2, log-softmax 87.1-87.4 ->
-// 86.3-86.6, no clear winner, so they keep the clusters. The H200 was not timed against it and
-// keeps the clusters.
+// 86.3-86.6, no clear winner, so they keep the clusters. The 16-bit rows of 96 KiB (49152, three
+// shares) go with their neighbours; they were timed only on the grid (13:46Z, one pass, softmax
+// f16 / bf16 83.4 / 83.8, log-softmax 84.0 / 84.8), not against the clusters. The H200 was not
+// timed against it and keeps the clusters.
 template <class S>
 bool grid_before_clusters(int64_t row_length, int32_t device) {
   if (rows::tile_issue_lean(device)) return false;
