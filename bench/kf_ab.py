@@ -49,21 +49,30 @@ def pass_order(values, p):
 
 
 def rows_of(doc):
-    """{key: (reading, unit, failed)} for every row of a kf-bench JSON document."""
+    """{key: (reading, unit, failed)} for every row of a kf-bench JSON document. A key that
+    repeats within the document (rows the JSON tells apart by nothing kf-ab reads) takes its
+    ordinal, " #2" on, so that no row hides another."""
     rows = {}
+
+    def put(key, reading, unit, row):
+        unique, n = key, 2
+        while unique in rows:
+            unique, n = f"{key} #{n}", n + 1
+        rows[unique] = (reading, unit, row.get("failed", False))
+
     for r in doc.get("op_rows") or []:
         key = " ".join([r["op"], r["variant"], r["dtype"], "x".join(map(str, r["shape"]))])
-        rows[key] = (r["percent_of_copy"], "%", r.get("failed", False))
+        put(key, r["percent_of_copy"], "%", r)
     for r in doc.get("results") or []:
         what = [r["op"], r["activation"]] + (["bias"] if r.get("bias") else [])
-        key = " ".join(what + [r["dtype"], "x".join(map(str, r["shape"])), r["size_class"]])
-        rows[key] = (r["percent_of_copy"], "%", r.get("failed", False))
+        put(" ".join(what + [r["dtype"], "x".join(map(str, r["shape"])), r["size_class"]]),
+            r["percent_of_copy"], "%", r)
     for r in doc.get("fusion_rows") or []:
         key = " ".join([r["case"], r["variant"], r["shape"]])
         if r.get("percent_of_copy"):
-            rows[key] = (r["percent_of_copy"], "%", r.get("failed", False))
+            put(key, r["percent_of_copy"], "%", r)
         else:
-            rows[key] = (r["us"], "us", r.get("failed", False))
+            put(key, r["us"], "us", r)
     return rows
 
 
@@ -160,6 +169,7 @@ def main(argv):
     runs = {}
     failed = False
     summary_path = os.path.join(args.out, "ab.md")
+    packed = ["ab.md"]  # this A/B's files (not an earlier one's left in --out)
     for p in range(args.passes):
         for v in pass_order(values, p):
             stem = os.path.join(args.out, f"pass{p + 1}-{file_label(values, v)}")
@@ -174,6 +184,8 @@ def main(argv):
             with open(stem + ".log", "w") as log:
                 rc = subprocess.run([args.kf_bench, *bench_args, "--json", stem + ".json"],
                                     env=env, stdout=log, stderr=subprocess.STDOUT).returncode
+            packed += [os.path.basename(stem + ext) for ext in (".log", ".json")
+                       if os.path.exists(stem + ext)]
             run = {"rc": rc, "rows": {}, "device": "-", "ceiling": None, "started": started}
             try:
                 with open(stem + ".json") as f:
@@ -193,9 +205,8 @@ def main(argv):
             print(f"kf_ab.py: pass {p + 1}, {var}={label(v)}: exit {rc}, {len(run['rows'])} rows",
                   flush=True)
     with tarfile.open(os.path.join(args.out, "ab.tar.gz"), "w:gz") as tar:
-        for name in sorted(os.listdir(args.out)):
-            if name != "ab.tar.gz":
-                tar.add(os.path.join(args.out, name), arcname=name)
+        for name in packed:
+            tar.add(os.path.join(args.out, name), arcname=name)
     with open(summary_path) as f:
         sys.stdout.write(f.read())
     return 1 if failed else 0

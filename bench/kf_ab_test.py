@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Tests of bench/kf_ab.py against a stand-in kf-bench whose readings are known in advance.
 
-The stand-in writes one op row, one elementwise row and one fusion row to the --json file it is
+The stand-in writes two op rows of one key, an elementwise row and a fusion row to the --json file it is
 given. Each reading is a base for the variable's value plus the number of the call (0, 1, ...),
 so the summary's order, pairing and differences can be checked exactly. KF_FAKE_FAIL makes it
 exit 3 without writing (for the value it names) or mark its op row failed ("row").
@@ -40,7 +40,9 @@ if fail == value:
 base = {"a": 80.0, "b": 85.0, "c": 90.0, "unset": 70.0}[value] + calls
 doc = {"device": {"name": "Stand-in"}, "copy_ceiling": {"gbps": 1000.0},
        "op_rows": [{"op": "softmax", "variant": "scale=1", "dtype": "f32", "shape": [4, 8],
-                    "percent_of_copy": base, "failed": fail == "row"}],
+                    "percent_of_copy": base, "failed": fail == "row"},
+                   {"op": "softmax", "variant": "scale=1", "dtype": "f32", "shape": [4, 8],
+                    "percent_of_copy": base + 0.3, "failed": False}],
        "results": [{"op": "add", "activation": "relu", "bias": True, "dtype": "f16",
                     "shape": [2, 3], "size_class": "large", "percent_of_copy": base + 0.5,
                     "failed": False}],
@@ -73,6 +75,9 @@ class KfAbTest(unittest.TestCase):
         return [c.strip() for c in line.strip("|").split("|")]
 
     def test_order_rotates_and_differences_pair_by_pass(self):
+        os.makedirs(self.out)
+        with open(os.path.join(self.out, "pass1-v0-old.json"), "w") as f:
+            f.write("{}")  # an earlier A/B's file in --out: neither read nor packed
         r = self.run_ab("--passes", "3", "KF_FAKE=a,b,c", "--", "--cuda", "--no-check")
         self.assertEqual(r.returncode, 0, r.stderr)
         seen = read(os.path.join(self.dir, "seen")).splitlines()
@@ -86,14 +91,17 @@ class KfAbTest(unittest.TestCase):
         row = self.table_row(md, "softmax scale=1 f32 4x8")
         self.assertEqual(row[1:], ["%", "80.0 / 85.0 / 87.0", "86.0 / 88.0 / 93.0",
                                    "92.0 / 94.0 / 96.0", "+3.0..+6.0", "+9.0..+12.0"])
+        row = self.table_row(md, "softmax scale=1 f32 4x8 #2")  # the same key again
+        self.assertEqual(row[2], "80.3 / 85.3 / 87.3")
         row = self.table_row(md, "add relu bias f16 2x3 large")
         self.assertEqual(row[2], "80.5 / 85.5 / 87.5")
         row = self.table_row(md, "compile memory hit 10 ops")
         self.assertEqual(row[1:3], ["us", "3.0 / 8.0 / 10.0"])
-        self.assertEqual(md.count("| Stand-in | 1000.0 | 3 |"), 9)
+        self.assertEqual(md.count("| Stand-in | 1000.0 | 4 |"), 9)
         with tarfile.open(os.path.join(self.out, "ab.tar.gz")) as tar:
             names = tar.getnames()
         self.assertIn("ab.md", names)
+        self.assertNotIn("pass1-v0-old.json", names)
         self.assertEqual(len([n for n in names if n.endswith(".json")]), 9)
         self.assertTrue(all(re.fullmatch(r"[A-Za-z0-9._-]+", n) for n in names), names)
 
