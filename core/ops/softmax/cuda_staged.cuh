@@ -323,9 +323,9 @@ __global__ void __launch_bounds__(rows::StagedPolicy::threads, 3)
 // 82.3-82.7 -> 85.9-86.0, log-softmax f16 86.5-86.9 -> 86.2-86.4, bf16 84.8-85.4 -> 86.6-86.7,
 // so they take it; f32 rows (128 KiB) softmax 85.1-85.3 -> 85.8-86.2, log-softmax 87.1-87.4 ->
 // 86.3-86.6, no clear winner, so they keep the clusters. The 16-bit rows of 96 KiB (49152, three
-// shares) go with their neighbours; they were timed only on the grid (13:46Z, one pass, softmax
-// f16 / bf16 83.4 / 83.8, log-softmax 84.0 / 84.8), not against the clusters. The H200 was not
-// timed against it and keeps the clusters.
+// shares) go with their neighbours: H100 A/B (2026-12-06 14:59Z, as above, grid -> clusters)
+// softmax f16 83.5-84.1 -> 83.4-83.6, bf16 83.6-84.5 -> 82.0-82.4, log-softmax f16 84.6 -> 85.2,
+// bf16 84.4-85.9 -> 84.0-84.3. The H200 was not timed against it and keeps the clusters.
 template <class S>
 bool grid_before_clusters(int64_t row_length, int32_t device) {
   if (rows::tile_issue_lean(device)) return false;
