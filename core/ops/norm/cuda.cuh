@@ -420,8 +420,19 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
           return;
         }
       }
-      rows::launch_common_tile_kernel<P, S, CommonCached<P, S>>(p, p.walk.rows, device, stream,
-                                                                cached_max_blocks<P, S>());
+      // The layer norm's f32 rows of 8193..12288 (512 threads at 24 elements a thread) stage
+      // the next row in shared memory on every device (always_stage), though
+      // rows::tile_stages_rows keeps the H100's other rows in place. H100 A/B (2026-12-06
+      // 17:34Z-17:37Z, bench/kf_ab.py, one library choosing by an environment variable, three
+      // passes in rotating order), f32, % of copy, lowest of three, in place -> staged, rows of
+      // 8200 / 9000 / 10000 / 10240 / 11000 / 12288: layer norm + ReLU 69.4 / 73.4 / 78.2 / 79.3
+      // / 82.2 / 87.3 -> 76.9 / 79.9 / 83.2 / 86.1 / 85.6 / 87.4. The RMS norm lost 0.9 to 3.5
+      // points with it (93.3-93.4 -> 89.9-90.3 at 12288) and keeps its rows in place; the forms
+      // with a residual do not stage.
+      constexpr bool kF32Rows24 = std::is_same_v<S, float> && P::threads == 512 && P::items == 24;
+      rows::launch_common_tile_kernel<P, S, CommonCached<P, S>>(
+          p, p.walk.rows, device, stream, cached_max_blocks<P, S>(), 0,
+          kF32Rows24 && p.kind == Kind::layer);
     }
   });
 }

@@ -120,7 +120,9 @@ inline bool tile_issue_lean(int32_t device) {
 // norm 92.5 -> 87.1, every other row within 1 point. Such devices keep the kernel that loads each
 // row in place, in one pass of blocks: H100 A/B (10:03Z, same call, two passes), staged -> in
 // place, softmax 87.2 -> 91.9, layer norm 87.2 -> 91.1, RMS norm 87.3 -> 92.4, the other f32 rows
-// within noise.
+// within noise. That holds for rows of 16384 (512 threads at 32 elements a thread), not for the
+// shorter f32 rows of 512 threads: the softmax and the layer norm ask for the staged form there
+// on every device (launch_common_tile_kernel's always_stage; softmax/cuda.cuh, norm/cuda.cuh).
 inline bool tile_stages_rows(int32_t device) { return tile_issue_lean(device); }
 
 // Dynamic shared memory of a register-cached kernel that stages kRows rows ahead.
@@ -663,13 +665,15 @@ void launch_tile_kernel(const Plan& p, int64_t rows, int32_t device, cudaStream_
 // Launches the common form (no residual, no mask) of a register-cached kernel family over `rows`
 // rows of plan p (max_per_sm and extra_smem as for launch_tile_kernel): Family::kernel<true>, which
 // stages the next row in shared memory where the policy does (tile_prefetches_shared) and the
-// device gains (tile_stages_rows); elsewhere Family::kernel<false>, instantiated only for the
-// policies that stage, which loads each row in place in one pass of blocks.
+// device gains (tile_stages_rows) or the caller asks for it on every device (`always_stage`);
+// elsewhere Family::kernel<false>, instantiated only for the policies that stage, which loads
+// each row in place in one pass of blocks.
 template <class P, class S, class Family, class Plan>
 void launch_common_tile_kernel(const Plan& p, int64_t rows, int32_t device, cudaStream_t stream,
-                               int max_per_sm = 0, size_t extra_smem = 0) {
+                               int max_per_sm = 0, size_t extra_smem = 0,
+                               bool always_stage = false) {
   if constexpr (tile_prefetches_shared<P, S>()) {
-    if (!tile_stages_rows(device)) {
+    if (!always_stage && !tile_stages_rows(device)) {
       launch_tile_kernel<P, S, Family::template kernel<false>>(p, rows, device, stream, false,
                                                                max_per_sm, extra_smem);
       return;

@@ -72,11 +72,22 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
   // same call, two passes), f32 softmax, % of copy, rows of 8200 / 10240 / 12288: 73.3 / 84.8 /
   // 86.4 -> 82.7 / 87.7 / 82.2 (82.5 / 87.8 / 81.8). Where between 10240 and 12288 the two
   // cross was not measured.
+  // These rows, and the f32 rows of 8193..10240 (512 threads at 24, below), stage the next row in
+  // shared memory on every device (always_stage), though rows::tile_stages_rows keeps the H100's
+  // f32 rows of 12289..16384 (the same policy as here) in place. H100 A/B (2026-12-06
+  // 17:34Z-17:37Z, bench/kf_ab.py, one library choosing by an environment variable, three passes
+  // in rotating order, each value's three within 1 point), f32, % of copy, lowest of three, in
+  // place -> staged, rows of 8200 / 9000 / 10000 / 10240 / 11000 / 12288: softmax 70.1 / 73.6 /
+  // 78.7 / 79.8 / 78.6 / 84.1 -> 89.6 / 86.3 / 85.0 / 87.4 / 82.7 / 85.3, log-softmax 69.2 /
+  // 72.9 / 77.9 / 78.9 / 78.0 / 83.5 -> 89.1 / 86.2 / 84.9 / 87.1 / 82.7 / 85.1; rows of 14336 /
+  // 16384 staged lost 0.2 to 3.2 (softmax 92.0-92.1 -> 88.9-89.6). Float64 checks of the staged
+  // rows (`--large-mib 16`) all `ok`.
   if constexpr (std::is_same_v<S, float> && V == 4) {
     const int64_t n = p.walk.row_length;
     if (!p.mask.data && n > 512 * 20 && n <= 512 * 24) {
       using P = rows::TilePolicy<512, 8, V, 512>;
-      rows::launch_common_tile_kernel<P, S, CommonCached<P, S>>(p, p.walk.rows, device, stream);
+      rows::launch_common_tile_kernel<P, S, CommonCached<P, S>>(p, p.walk.rows, device, stream, 0,
+                                                                0, /*always_stage=*/true);
       return true;
     }
   }
@@ -167,7 +178,10 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
           return;
         }
       }
-      rows::launch_common_tile_kernel<P, S, CommonCached<P, S>>(p, p.walk.rows, device, stream);
+      // f32 rows of 8193..10240 stage on every device (the 10241..12288 case above).
+      constexpr bool kF32Rows24 = std::is_same_v<S, float> && P::threads == 512 && P::items == 24;
+      rows::launch_common_tile_kernel<P, S, CommonCached<P, S>>(p, p.walk.rows, device, stream, 0,
+                                                                0, kF32Rows24);
     }
   });
 }
