@@ -120,9 +120,10 @@ inline bool tile_issue_lean(int32_t device) {
 // norm 92.5 -> 87.1, every other row within 1 point. Such devices keep the kernel that loads each
 // row in place, in one pass of blocks: H100 A/B (10:03Z, same call, two passes), staged -> in
 // place, softmax 87.2 -> 91.9, layer norm 87.2 -> 91.1, RMS norm 87.3 -> 92.4, the other f32 rows
-// within noise. That holds for rows of 16384 (512 threads at 32 elements a thread), not for the
-// shorter f32 rows of 512 threads: the softmax and the layer norm ask for the staged form there
-// on every device (launch_common_tile_kernel's always_stage; softmax/cuda.cuh, norm/cuda.cuh).
+// within noise. That holds for f32 rows of 12289..16384 (512 threads at 32 elements a thread),
+// not for shorter ones: the softmax stages its f32 rows of 8193..12288, and the layer norm its
+// f32 rows of 512 threads at 24, on every device (launch_common_tile_kernel's always_stage;
+// softmax/cuda.cuh, norm/cuda.cuh; H100 A/B of 2026-12-06 17:34Z).
 inline bool tile_stages_rows(int32_t device) { return tile_issue_lean(device); }
 
 // Dynamic shared memory of a register-cached kernel that stages kRows rows ahead.
