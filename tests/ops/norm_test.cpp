@@ -496,8 +496,10 @@ TEST_P(NormTest, RegimeBoundaries) {
   // Rows of 8193..12288 of 16-byte vectors without a residual, over more rows than the resident
   // grid holds blocks (on an H200, the layer norm's rows of 8200 and 10248 take 224 threads at 40
   // and 48 elements, its bf16 rows of 10000 and its rows of 11000 256, two blocks an SM; the RMS
-  // norm's rows of 10496 224 threads at 48).
+  // norm's rows of 10496 224 threads at 48; on an H100, the f32 rows of 8193..10240 and the RMS
+  // norm's 16-bit ones take 320 threads at 32, in place).
   check_layer_norm(300, 8200, true, KF_ACTIVATION_RELU, salt += 3);
+  check_rms_norm(300, 9000, false, true, KF_ACTIVATION_GELU, salt += 3);
   check_rms_norm(300, 8200, false, true, KF_ACTIVATION_NONE, salt += 3);
   check_layer_norm(300, 10000, false, KF_ACTIVATION_NONE, salt += 3);
   check_rms_norm(300, 10240, false, false, KF_ACTIVATION_SILU, salt += 3);

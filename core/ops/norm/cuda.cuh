@@ -247,7 +247,24 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
   // passes, 2026-11-27): H200 (11:11Z) f16 79.5 / 85.3 -> 86.2 / 86.3, bf16 68.0 / 78.0 -> 77.4
   // / 84.0; H100 (11:19Z) f16 92.0 / 93.0 -> 86.1 / 87.3, bf16 90.5 / 92.4 -> 84.1 / 84.2. (An
   // H100 A/B of 2026-11-26 16:16Z had made it bf16-only, on every device.)
-  const bool wide_form = p.residual.data == nullptr && rows::tile_issue_lean(device);
+  //
+  // Elsewhere (the H100) the wide form is taken for rows of 8193..10240 without a residual: f32
+  // rows take 320 threads at 32 elements (with_tile_policy's kNorm policy), the RMS norm's 16-bit
+  // rows of 16-byte vectors 320 at 32 too, where both had 512 threads at 24 (one block an SM).
+  // H100 A/B (2026-12-06 19:22Z-19:28Z, bench/kf_ab.py, one library choosing by an environment
+  // variable, three passes in rotating order, each value's three within 0.9), % of copy, lowest
+  // of three, rows of 8200 / 9000 / 10000 / 10240, as before -> wide: f32 layer
+  // norm + ReLU 76.3 / 79.7 / 82.8 / 85.8 -> 94.1 / 94.0 / 94.0 / 94.1, RMS norm 80.9 / 84.7 /
+  // 87.7 / 89.3 -> 95.2 / 95.1 / 94.9 / 95.3; RMS norm f16 82.3 / 84.2 / 86.7 / 88.9 -> 87.8 /
+  // 86.9 / 86.5 / 89.5, bf16 81.0 / 82.3 / 84.9 / 87.1 -> 87.6 / 86.7 / 86.0 / 88.6. The 16-bit
+  // layer norm's wide forms (the staged 224 and 256 threads at 40 below) moved f16 rows of 8200
+  // 80.3 -> 76.4 and 9000 80.4 -> 83.8, and are not taken here. Rows of 11000 and 12288 moved
+  // within 0.4, the RMS norm with a residual (no form changed) within its noise of 1.7. Float64
+  // checks of every row `ok`.
+  const int64_t wide_n = p.walk.row_length;
+  const bool wide_8k =
+      wide_n > 8192 && wide_n <= 320 * 32 && (sizeof(S) == 4 || p.kind == Kind::rms);
+  const bool wide_form = p.residual.data == nullptr && (rows::tile_issue_lean(device) || wide_8k);
   // 16-bit rows of 769..1024 without a residual, where the SMs are not rows::tile_issue_lean:
   // a 128-thread block a row at 8 elements a thread (62 registers, eight blocks per SM) instead
   // of with_tile_policy's warp a row at 32 (114-126 registers, two 256-thread blocks per SM).
@@ -420,8 +437,9 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
           return;
         }
       }
-      // The layer norm's f32 rows of 8193..12288 (512 threads at 24 elements a thread) stage
-      // the next row in shared memory on every device (always_stage), though
+      // The layer norm's f32 rows of 10241..12288 (512 threads at 24 elements a thread; its rows
+      // of 8193..10240 take 320 at 32 in the wide form since 2026-12-06 19:28Z, wide_form above)
+      // stage the next row in shared memory on every device (always_stage), though
       // rows::tile_stages_rows keeps the H100's other rows in place. H100 A/B (2026-12-06
       // 17:34Z-17:37Z, bench/kf_ab.py, one library choosing by an environment variable, three
       // passes in rotating order), f32, % of copy, lowest of three, in place -> staged, rows of

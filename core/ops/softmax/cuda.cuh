@@ -66,8 +66,9 @@ struct CommonCached {
 template <class S, int V>
 bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
   if (p.walk.rows >= rows::kMaxColdRows) return false;  // row offsets in 32 bits (rows.hpp)
-  // f32 rows of 10241..12288 without a mask keep the 512-thread policy at 32 elements a thread,
-  // where the other row kernels take 24 (rows::with_tile_policy). H200 A/B
+  // f32 rows of 10241..12288 without a mask, where the SMs are rows::tile_issue_lean, keep the
+  // 512-thread policy at 32 elements a thread, where the other row kernels take 24
+  // (rows::with_tile_policy). H200 A/B
   // (2026-11-29 20:49Z, kf-bench, HEAD's library against the one with the 24-element policy,
   // same call, two passes), f32 softmax, % of copy, rows of 8200 / 10240 / 12288: 73.3 / 84.8 /
   // 86.4 -> 82.7 / 87.7 / 82.2 (82.5 / 87.8 / 81.8). Where between 10240 and 12288 the two
@@ -82,9 +83,15 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
   // 72.9 / 77.9 / 78.9 / 78.0 / 83.5 -> 89.1 / 86.2 / 84.9 / 87.1 / 82.7 / 85.1; rows of 14336 /
   // 16384 staged lost 0.2 to 3.2 (softmax 92.0-92.1 -> 88.9-89.6). Float64 checks of the staged
   // rows (`--large-mib 16`) all `ok`.
+  // Elsewhere (the H100) the rows of 10241..12288 take with_tile_policy's 24 elements, staged
+  // (always_stage below). H100 A/B (2026-12-06 19:28Z, bench/kf_ab.py as above, three passes,
+  // each value's three within 0.8), % of copy, lowest of three, rows of 10248 / 11000 / 11500 /
+  // 12288, 32 elements staged -> 24 staged: softmax 83.2 / 82.3 / 85.4 / 85.0 -> 85.0 / 84.1 /
+  // 86.2 / 87.3, log-softmax 82.9 / 81.8 / 85.6 / 84.8 -> 84.7 / 84.3 / 86.2 / 87.3. Float64
+  // checks of the rows of 10248 / 11000 / 12288 `ok`.
   if constexpr (std::is_same_v<S, float> && V == 4) {
     const int64_t n = p.walk.row_length;
-    if (!p.mask.data && n > 512 * 20 && n <= 512 * 24) {
+    if (!p.mask.data && n > 512 * 20 && n <= 512 * 24 && rows::tile_issue_lean(device)) {
       using P = rows::TilePolicy<512, 8, V, 512>;
       rows::launch_common_tile_kernel<P, S, CommonCached<P, S>>(p, p.walk.rows, device, stream, 0,
                                                                 0, /*always_stage=*/true);
@@ -178,7 +185,8 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
           return;
         }
       }
-      // f32 rows of 8193..10240 stage on every device (the 10241..12288 case above).
+      // f32 rows of 8193..10240, and of 10241..12288 where the case above leaves them (the
+      // H100), stage on every device.
       constexpr bool kF32Rows24 = std::is_same_v<S, float> && P::threads == 512 && P::items == 24;
       rows::launch_common_tile_kernel<P, S, CommonCached<P, S>>(p, p.walk.rows, device, stream, 0,
                                                                 0, kF32Rows24);
