@@ -262,8 +262,8 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
   // within 0.4, the RMS norm with a residual (no form changed) within its noise of 1.7. Float64
   // checks of every row `ok`.
   const int64_t wide_n = p.walk.row_length;
-  const bool wide_8k =
-      wide_n > 8192 && wide_n <= 320 * 32 && (sizeof(S) == 4 || p.kind == Kind::rms);
+  const bool wide_8k = wide_n > 8192 && wide_n <= 320 * 32 &&
+                       (sizeof(S) == 4 || (sizeof(S) == 2 && p.kind == Kind::rms));
   const bool wide_form = p.residual.data == nullptr && (rows::tile_issue_lean(device) || wide_8k);
   // 16-bit rows of 769..1024 without a residual, where the SMs are not rows::tile_issue_lean:
   // a 128-thread block a row at 8 elements a thread (62 registers, eight blocks per SM) instead
