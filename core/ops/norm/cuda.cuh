@@ -257,10 +257,10 @@ bool launch_cached(const Plan& p, int32_t device, cudaStream_t stream) {
   // norm + ReLU 76.3 / 79.7 / 82.8 / 85.8 -> 94.1 / 94.0 / 94.0 / 94.1, RMS norm 80.9 / 84.7 /
   // 87.7 / 89.3 -> 95.2 / 95.1 / 94.9 / 95.3; RMS norm f16 82.3 / 84.2 / 86.7 / 88.9 -> 87.8 /
   // 86.9 / 86.5 / 89.5, bf16 81.0 / 82.3 / 84.9 / 87.1 -> 87.6 / 86.7 / 86.0 / 88.6. The 16-bit
-  // layer norm's wide forms (the staged 224 and 256 threads at 40 below) moved f16 rows of 8200
-  // 80.3 -> 76.4 and 9000 80.4 -> 83.8, and are not taken here. Rows of 11000 and 12288 moved
-  // within 0.4, the RMS norm with a residual (no form changed) within its noise of 1.7. Float64
-  // checks of every row `ok`.
+  // layer norm's wide forms (staged at 40 elements below; f16 rows of 8961..10240 on 320 at 32)
+  // moved f16 rows of 8200 80.3 -> 76.4 and 9000 80.4 -> 83.8, and are not taken here. Rows of
+  // 11000 and 12288 moved within 0.4, the RMS norm with a residual (no form changed) within its
+  // noise of 1.7. Float64 checks of every row `ok`.
   const int64_t wide_n = p.walk.row_length;
   const bool wide_8k = wide_n > 8192 && wide_n <= 320 * 32 &&
                        (sizeof(S) == 4 || (sizeof(S) == 2 && p.kind == Kind::rms));
